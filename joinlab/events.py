@@ -1,0 +1,164 @@
+"""Event contracts and parsing: every record becomes a typed row or a dead letter with a reason.
+
+Why this shape: a job must keep running on bad input and lose nothing. Parsing is plain Spark SQL
+on the VARIANT type (no Python UDF), with strict JSON types, so the plain-Python references
+(`validate`) apply the very same rules and the two never disagree on what is valid.
+"""
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Callable
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+# Spark type of a field -> the JSON type(s) `schema_of_variant` must report for it.
+_JSON_TYPES = {"bigint": ("BIGINT",), "string": ("STRING",), "timestamp": ("STRING",),
+               "double": ("BIGINT", "DOUBLE", "DECIMAL"), "boolean": ("BOOLEAN",)}
+
+
+@dataclass(frozen=True)
+class Check:
+    """A rule beyond types: `sql` for Spark, `holds` for plain Python, one `reason` for both."""
+    sql: str
+    holds: Callable[[dict], bool]
+    reason: str
+
+
+@dataclass(frozen=True)
+class EventSchema:
+    """One input topic's contract: its JSON fields with Spark types; all are required unless optional."""
+    topic: str
+    fields: dict[str, str]
+    optional: tuple[str, ...] = ()
+    checks: tuple[Check, ...] = ()
+
+    def ddl(self) -> str:
+        return ", ".join(f"{name} {kind}" for name, kind in self.fields.items())
+
+
+# --- The reasons, shared by Spark parsing and the plain-Python validator --------------------
+
+EMPTY, MALFORMED, NOT_OBJECT, UNEXPECTED_TOPIC = ("empty value", "malformed JSON", "not a JSON object",
+                                                  "unexpected topic")
+
+
+def missing(name: str) -> str:
+    return f"missing field: {name}"
+
+
+def invalid(name: str, kind: str) -> str:
+    return f"invalid field: {name} (expected {kind})"
+
+
+# --- Spark ----------------------------------------------------------------------------------
+
+def _reason(schema: EventSchema) -> Column:
+    """The first rule the record breaks, or NULL when it is valid (typed fields are columns here)."""
+    rules: list[tuple[Column, str]] = [(F.col("_value").isNull() | (F.length("_value") == 0), EMPTY),
+                                       (F.col("_v").isNull(), MALFORMED),
+                                       (~F.expr("schema_of_variant(_v)").startswith("OBJECT"), NOT_OBJECT)]
+    for name, kind in schema.fields.items():
+        json_type = F.expr(f"schema_of_variant(try_variant_get(_v, '$.{name}', 'variant'))")
+        is_missing = json_type.isNull() | (json_type == "VOID")
+        if name not in schema.optional:
+            rules.append((is_missing, missing(name)))
+        wrong = ~F.split(json_type, r"\(")[0].isin(*_JSON_TYPES[kind]) | F.col(name).isNull()
+        rules.append((~is_missing & wrong, invalid(name, kind)))
+    for check in schema.checks:
+        rules.append((~F.coalesce(F.expr(check.sql), F.lit(False)), check.reason))
+    result = F.lit(None).cast("string")
+    for condition, reason in reversed(rules):
+        result = F.when(condition, F.lit(reason)).otherwise(result)
+    return result
+
+
+@dataclass
+class Parsed:
+    valid: dict[str, DataFrame]  # topic -> typed rows (schema fields + source_partition/offset)
+    dead_letters: DataFrame      # Kafka-sink rows: topic, key, value
+
+
+def _dead_letters(rows: DataFrame, dead_letter_topic: str, job: str) -> DataFrame:
+    letter = F.to_json(F.struct(F.lit(job).alias("job"), F.col("_reason").alias("reason"),
+                                F.col("_topic").alias("source_topic"), F.col("_partition").alias("source_partition"),
+                                F.col("_offset").alias("source_offset"), F.col("_key").cast("string").alias("key"),
+                                F.col("_value").alias("value"), F.base64("_raw").alias("value_base64")))
+    return rows.select(F.lit(dead_letter_topic).alias("topic"), F.col("_key").alias("key"), letter.alias("value"))
+
+
+def parse_events(raw: DataFrame, schemas: list[EventSchema], dead_letter_topic: str, job: str) -> Parsed:
+    """Split raw Kafka rows (the connector's columns) into typed rows per topic and dead letters."""
+    text = raw.select(F.col("key").alias("_key"), F.col("value").cast("string").alias("_value"),
+                      F.col("value").alias("_raw"), F.col("topic").alias("_topic"),
+                      F.col("partition").alias("_partition"), F.col("offset").alias("_offset"),
+                      F.expr("try_parse_json(CAST(value AS STRING))").alias("_v"))
+    valid, dead = {}, []
+    for schema in schemas:
+        typed = [F.expr(f"try_variant_get(_v, '$.{n}', '{k}')").alias(n) for n, k in schema.fields.items()]
+        checked = (text.where(F.col("_topic") == schema.topic).select("*", *typed)
+                   .withColumn("_reason", _reason(schema)))
+        valid[schema.topic] = checked.where(F.col("_reason").isNull()).select(
+            *schema.fields, F.col("_partition").alias("source_partition"), F.col("_offset").alias("source_offset"))
+        dead.append(_dead_letters(checked.where(F.col("_reason").isNotNull()), dead_letter_topic, job))
+    unexpected = text.where(~F.col("_topic").isin(*[s.topic for s in schemas])).withColumn(
+        "_reason", F.lit(UNEXPECTED_TOPIC))
+    dead.append(_dead_letters(unexpected, dead_letter_topic, job))
+    letters = dead[0]
+    for more in dead[1:]:
+        letters = letters.unionByName(more)
+    return Parsed(valid, letters)
+
+
+# --- Plain Python: the same rules, for batch references and generators ------------------------
+
+def _json_kind_ok(value, kind: str) -> bool:
+    if kind == "bigint":
+        return isinstance(value, int) and not isinstance(value, bool) and -2**63 <= value < 2**63
+    if kind == "double":
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind == "boolean":
+        return isinstance(value, bool)
+    if kind == "timestamp":
+        return isinstance(value, str) and parse_time(value) is not None
+    return isinstance(value, str)
+
+
+def parse_time(text: str) -> datetime | None:
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+
+
+def validate(schema: EventSchema, value: bytes | None) -> tuple[dict | None, str | None]:
+    """(the event as a dict, None) when valid, else (None, reason) - as `parse_events` decides."""
+    if not value:
+        return None, EMPTY
+    try:
+        event = json.loads(value.decode("utf-8", errors="replace"))
+    except ValueError:
+        return None, MALFORMED
+    if not isinstance(event, dict):
+        return None, NOT_OBJECT
+    for name, kind in schema.fields.items():
+        present = event.get(name) is not None
+        if not present and name not in schema.optional:
+            return None, missing(name)
+        if present and not _json_kind_ok(event[name], kind):
+            return None, invalid(name, kind)
+    for check in schema.checks:
+        if not check.holds(event):
+            return None, check.reason
+    return event, None
+
+
+def dead_letter_value(letter: bytes) -> dict:
+    """A dead letter as a dict, with the original bytes restored under 'original'."""
+    body = json.loads(letter)
+    body["original"] = base64.b64decode(body["value_base64"]) if body.get("value_base64") else None
+    return body

@@ -1,0 +1,138 @@
+"""The executor data path: read exactly [start, end) of one partition with confluent-kafka and hand
+it to Spark as Arrow record batches. confluent-kafka (librdkafka) is used here because it is the
+fastest Python client by measurement (`make bench`); the lab's admin code uses kafka-python.
+
+A task yields every record in its range or raises, never silently less. Offsets missing inside
+the range (transaction markers, compaction) are not data loss; a range that starts before the log
+start (records deleted) is, and fails the task unless failOnDataLoss=false.
+"""
+from __future__ import annotations
+
+import time
+from typing import Iterator
+
+import pyarrow as pa
+
+from joinlab.spark_kafka.options import HEADERS_TYPE, KafkaOptions
+from joinlab.spark_kafka.planning import OffsetRange
+
+BATCH_ROWS = 8192
+
+
+class DataLossError(RuntimeError):
+    pass
+
+
+def _arrow_schema(include_headers: bool) -> pa.Schema:
+    fields = [("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()),
+              ("partition", pa.int32()), ("offset", pa.int64()),
+              ("timestamp", pa.timestamp("us", tz="UTC")), ("timestampType", pa.int32())]
+    if include_headers:
+        fields.append(("headers", pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))))
+    return pa.schema(fields)
+
+
+def _consumer(options: KafkaOptions):
+    from confluent_kafka import Consumer
+    return Consumer({
+        "bootstrap.servers": options.bootstrap_servers,
+        "group.id": "joinlab-spark-reader",  # required by librdkafka; never joined (we assign)
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "enable.partition.eof": True,
+        "auto.offset.reset": "error",  # a start below the log start must surface, not be skipped
+        "fetch.wait.max.ms": 50,
+        "queued.max.messages.kbytes": 65536,
+    })
+
+
+class _Batch:
+    def __init__(self, options: KafkaOptions):
+        self.include_headers = options.include_headers
+        self.schema = _arrow_schema(options.include_headers)
+        self.clear()
+
+    def clear(self) -> None:
+        self.keys, self.values, self.offsets, self.times, self.types, self.headers = [], [], [], [], [], []
+
+    def add(self, msg) -> None:
+        self.keys.append(msg.key())
+        self.values.append(msg.value())
+        self.offsets.append(msg.offset())
+        ts_type, ts_ms = msg.timestamp()
+        self.times.append(ts_ms * 1000 if ts_ms >= 0 else None)
+        self.types.append(max(ts_type - 1, 0))  # librdkafka: 1 create time, 2 log append; Kafka: 0, 1
+        if self.include_headers:
+            self.headers.append([{"key": k, "value": v} for k, v in (msg.headers() or [])])
+
+    def to_arrow(self, topic: str, partition: int) -> pa.RecordBatch:
+        n = len(self.offsets)
+        columns = [pa.array(self.keys, pa.binary()), pa.array(self.values, pa.binary()),
+                   pa.array([topic] * n, pa.string()), pa.array([partition] * n, pa.int32()),
+                   pa.array(self.offsets, pa.int64()), pa.array(self.times, pa.timestamp("us", tz="UTC")),
+                   pa.array(self.types, pa.int32())]
+        if self.include_headers:
+            columns.append(pa.array(self.headers, self.schema.field("headers").type))
+        batch = pa.RecordBatch.from_arrays(columns, schema=self.schema)
+        self.clear()
+        return batch
+
+
+def read_range(options: KafkaOptions, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
+    """All records of `rng` as Arrow batches; raises if the range cannot be read whole."""
+    from confluent_kafka import KafkaError, KafkaException, TopicPartition
+    if rng.size <= 0:
+        return
+    consumer = _consumer(options)
+    try:
+        consumer.assign([TopicPartition(rng.topic, rng.partition, rng.start)])
+        batch, next_offset = _Batch(options), rng.start
+        stalled_since = time.monotonic()
+        while next_offset < rng.end:
+            messages = consumer.consume(num_messages=min(BATCH_ROWS, rng.end - next_offset), timeout=0.5)
+            progressed = False
+            for msg in messages:
+                err = msg.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        if msg.offset() >= rng.end:  # only markers were left in the range
+                            next_offset = rng.end
+                        continue
+                    if err.code() == KafkaError.OFFSET_OUT_OF_RANGE:
+                        next_offset = _skip_lost(consumer, options, rng, next_offset)
+                        progressed = True
+                        continue
+                    raise KafkaException(err)
+                offset = msg.offset()
+                if offset >= rng.end:
+                    next_offset = rng.end
+                    break
+                if offset >= next_offset:
+                    batch.add(msg)
+                    next_offset = offset + 1
+                    progressed = True
+            if len(batch.offsets) >= BATCH_ROWS or (next_offset >= rng.end and batch.offsets):
+                yield batch.to_arrow(rng.topic, rng.partition)
+            if progressed:
+                stalled_since = time.monotonic()
+            elif time.monotonic() - stalled_since > options.fetch_timeout_ms / 1000:
+                raise TimeoutError(f"reading {rng.topic}-{rng.partition} [{rng.start}, {rng.end}) stalled at "
+                                   f"offset {next_offset} for {options.fetch_timeout_ms} ms")
+        if batch.offsets:
+            yield batch.to_arrow(rng.topic, rng.partition)
+    finally:
+        consumer.close()
+
+
+def _skip_lost(consumer, options: KafkaOptions, rng: OffsetRange, next_offset: int) -> int:
+    """The range starts below the log start: fail (default) or continue from the log start."""
+    from confluent_kafka import TopicPartition
+    low, _ = consumer.get_watermark_offsets(TopicPartition(rng.topic, rng.partition), timeout=10)
+    message = (f"{rng.topic}-{rng.partition}: offsets [{next_offset}, {low}) were deleted before they "
+               "were read (retention?). Set failOnDataLoss=false to skip them.")
+    if options.fail_on_data_loss or low <= next_offset:
+        raise DataLossError(message)
+    resume = min(low, rng.end)
+    if resume < rng.end:
+        consumer.assign([TopicPartition(rng.topic, rng.partition, resume)])
+    return resume

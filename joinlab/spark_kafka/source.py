@@ -1,0 +1,102 @@
+"""The data source Spark registers: batch reader, stream reader and writers, under the name NAME."""
+from __future__ import annotations
+
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
+
+from joinlab.spark_kafka.fetch import read_range
+from joinlab.spark_kafka.offsets import OffsetOracle
+from joinlab.spark_kafka.options import KafkaOptions, read_schema
+from joinlab.spark_kafka.planning import OffsetRange, Offsets, cap, plan_ranges, rate_limit
+
+# Spark refuses a Python source named "kafka" (DATA_SOURCE_ALREADY_EXISTS), hence our own name.
+NAME = "labkafka"
+
+
+class KafkaDataSource(DataSource):
+    """Kafka for Spark with the official connector's options and columns."""
+
+    @classmethod
+    def name(cls) -> str:
+        return NAME
+
+    def __init__(self, options):
+        super().__init__(options)
+        self.kafka = KafkaOptions.parse(options)
+
+    def schema(self):
+        return read_schema(self.kafka.include_headers)
+
+    def reader(self, schema):
+        self.kafka.require_topics()
+        return KafkaBatchReader(self.kafka)
+
+    def streamReader(self, schema):
+        self.kafka.require_topics()
+        return KafkaStreamReader(self.kafka)
+
+    def writer(self, schema, overwrite):
+        from joinlab.spark_kafka.sink import KafkaBatchWriter
+        return KafkaBatchWriter(self.kafka, schema)
+
+    def streamWriter(self, schema, overwrite):
+        from joinlab.spark_kafka.sink import KafkaStreamWriter
+        return KafkaStreamWriter(self.kafka, schema)
+
+
+class KafkaBatchReader(DataSourceReader):
+    """`spark.read`: startingOffsets (default earliest) to endingOffsets (default latest)."""
+
+    def __init__(self, options: KafkaOptions):
+        self.options = options
+
+    def partitions(self):
+        oracle = OffsetOracle(self.options)
+        try:
+            start_spec = self.options.starting_offsets if self.options.starting_offsets != "latest" else "earliest"
+            return plan_ranges(oracle.resolve(start_spec), oracle.resolve(self.options.ending_offsets))
+        finally:
+            oracle.close()
+
+    def read(self, partition: OffsetRange):
+        return read_range(self.options, partition)
+
+
+class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """`spark.readStream`: offsets are per-partition next offsets, checkpointed by Spark."""
+
+    def __init__(self, options: KafkaOptions):
+        self.options = options
+        self.oracle = OffsetOracle(options)
+        self._available_now_target: Offsets | None = None
+        self._last_seen: Offsets | None = None
+
+    def initialOffset(self) -> Offsets:
+        return self.oracle.resolve(self.options.starting_offsets)
+
+    def getDefaultReadLimit(self):
+        limit = self.options.max_offsets_per_trigger
+        return ReadMaxRows(limit) if limit else ReadAllAvailable()
+
+    def latestOffset(self, start: Offsets, limit) -> Offsets:
+        self._last_seen = self.oracle.latest()
+        latest = cap(self._last_seen, self._available_now_target)
+        latest = {t: {p: max(o, start.get(t, {}).get(p, 0)) for p, o in parts.items()} for t, parts in latest.items()}
+        if isinstance(limit, ReadMaxRows):
+            latest = rate_limit(start, latest, limit.max_rows)
+        return latest
+
+    def reportLatestOffset(self):
+        return self._last_seen
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._available_now_target = self.oracle.latest()
+
+    def partitions(self, start: Offsets, end: Offsets):
+        return plan_ranges(start, end)
+
+    def read(self, partition: OffsetRange):
+        return read_range(self.options, partition)
+
+    def stop(self) -> None:
+        self.oracle.close()
