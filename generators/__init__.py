@@ -1,0 +1,1 @@
+"""Faker-based, seeded event generators, one module per pattern."""

@@ -1,0 +1,1 @@
+"""The Spark jobs, one module per pattern; each reads and writes live Kafka topics."""

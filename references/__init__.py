@@ -1,0 +1,1 @@
+"""Batch references: what the right answer is, computed in plain Python from the input topics."""
