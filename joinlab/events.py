@@ -76,41 +76,54 @@ def _reason(schema: EventSchema) -> Column:
     return result
 
 
+def _field_types(schemas: list[EventSchema]) -> dict[str, str]:
+    types: dict[str, str] = {}
+    for schema in schemas:
+        for name, kind in schema.fields.items():
+            if types.setdefault(name, kind) != kind:
+                raise ValueError(f"field {name!r} is {types[name]} in one topic and {kind} in {schema.topic}")
+    return types
+
+
 @dataclass
 class Parsed:
-    valid: dict[str, DataFrame]  # topic -> typed rows (schema fields + source_partition/offset)
-    dead_letters: DataFrame      # Kafka-sink rows: topic, key, value
+    events: DataFrame        # valid rows of every topic: topic, the union of fields, source_partition/offset
+    dead_letters: DataFrame  # Kafka-sink rows: topic, key, value
 
 
-def _dead_letters(rows: DataFrame, dead_letter_topic: str, job: str) -> DataFrame:
+def parse_events(raw: DataFrame, schemas: list[EventSchema], dead_letter_topic: str, job: str) -> Parsed:
+    """Split raw Kafka rows (the connector's columns) into typed events and dead letters.
+
+    Why one `events` frame for all topics instead of one per topic: every branch of a streaming
+    plan scans the source again, so a pattern that keeps its inputs in one frame reads Kafka twice
+    per micro-batch (events and dead letters), not once per topic and outcome."""
+    types = _field_types(schemas)
+    typed = []
+    for name, kind in types.items():
+        value = F.lit(None).cast(kind)
+        for schema in schemas:
+            if name in schema.fields:
+                value = F.when(F.col("_topic") == schema.topic,
+                               F.expr(f"try_variant_get(_v, '$.{name}', '{kind}')")).otherwise(value)
+        typed.append(value.alias(name))
+    reason = F.lit(UNEXPECTED_TOPIC)
+    for schema in reversed(schemas):
+        reason = F.when(F.col("_topic") == schema.topic, _reason(schema)).otherwise(reason)
+    checked = (raw.select(F.col("key").alias("_key"), F.col("value").cast("string").alias("_value"),
+                          F.col("value").alias("_raw"), F.col("topic").alias("_topic"),
+                          F.col("partition").alias("_partition"), F.col("offset").alias("_offset"),
+                          F.expr("try_parse_json(CAST(value AS STRING))").alias("_v"))
+               .select("*", *typed).withColumn("_reason", reason))
+    events = checked.where(F.col("_reason").isNull()).select(
+        F.col("_topic").alias("topic"), *types, F.col("_partition").alias("source_partition"),
+        F.col("_offset").alias("source_offset"))
     letter = F.to_json(F.struct(F.lit(job).alias("job"), F.col("_reason").alias("reason"),
                                 F.col("_topic").alias("source_topic"), F.col("_partition").alias("source_partition"),
                                 F.col("_offset").alias("source_offset"), F.col("_key").cast("string").alias("key"),
                                 F.col("_value").alias("value"), F.base64("_raw").alias("value_base64")))
-    return rows.select(F.lit(dead_letter_topic).alias("topic"), F.col("_key").alias("key"), letter.alias("value"))
-
-
-def parse_events(raw: DataFrame, schemas: list[EventSchema], dead_letter_topic: str, job: str) -> Parsed:
-    """Split raw Kafka rows (the connector's columns) into typed rows per topic and dead letters."""
-    text = raw.select(F.col("key").alias("_key"), F.col("value").cast("string").alias("_value"),
-                      F.col("value").alias("_raw"), F.col("topic").alias("_topic"),
-                      F.col("partition").alias("_partition"), F.col("offset").alias("_offset"),
-                      F.expr("try_parse_json(CAST(value AS STRING))").alias("_v"))
-    valid, dead = {}, []
-    for schema in schemas:
-        typed = [F.expr(f"try_variant_get(_v, '$.{n}', '{k}')").alias(n) for n, k in schema.fields.items()]
-        checked = (text.where(F.col("_topic") == schema.topic).select("*", *typed)
-                   .withColumn("_reason", _reason(schema)))
-        valid[schema.topic] = checked.where(F.col("_reason").isNull()).select(
-            *schema.fields, F.col("_partition").alias("source_partition"), F.col("_offset").alias("source_offset"))
-        dead.append(_dead_letters(checked.where(F.col("_reason").isNotNull()), dead_letter_topic, job))
-    unexpected = text.where(~F.col("_topic").isin(*[s.topic for s in schemas])).withColumn(
-        "_reason", F.lit(UNEXPECTED_TOPIC))
-    dead.append(_dead_letters(unexpected, dead_letter_topic, job))
-    letters = dead[0]
-    for more in dead[1:]:
-        letters = letters.unionByName(more)
-    return Parsed(valid, letters)
+    dead = checked.where(F.col("_reason").isNotNull()).select(
+        F.lit(dead_letter_topic).alias("topic"), F.col("_key").cast("string").alias("key"), letter.alias("value"))
+    return Parsed(events, dead)
 
 
 # --- Plain Python: the same rules, for batch references and generators ------------------------

@@ -1,0 +1,5 @@
+import sys
+
+from joinlab.cli import main
+
+sys.exit(main())

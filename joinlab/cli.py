@@ -1,0 +1,138 @@
+"""`joinlab`: the lab's command line (broker, topics, generate, run, verify, demo, bench)."""
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+
+from joinlab import broker, patterns
+from joinlab.broker import BrokerError
+
+
+def cmd_broker(args) -> int:
+    if args.action == "start":
+        info = broker.start_background(args.port)
+        print(f"embedded broker running at {info.bootstrap_servers} (pid {info.pid}, log {info.log_path})")
+    elif args.action == "stop":
+        info = broker.stop_background()
+        print(f"stopped the embedded broker (pid {info.pid})" if info else "no embedded broker was running")
+    else:
+        info = broker.running_broker()
+        if not info:
+            print("embedded broker: not running (start it with `make broker-start`)")
+            return 1
+        print(f"embedded broker: running at {info.bootstrap_servers} (pid {info.pid}, log {info.log_path})")
+    return 0
+
+
+def cmd_topics(args) -> int:
+    from joinlab.topics import create_topics
+    bootstrap = broker.bootstrap_servers()
+    for pattern in args.patterns or list(patterns.PATTERNS):
+        create_topics(bootstrap, patterns.all_topics(pattern))
+        print(f"{pattern}: topics {', '.join(patterns.all_topics(pattern))} ready at {bootstrap}")
+    return 0
+
+
+def cmd_generate(args) -> int:
+    patterns.generator(args.pattern).main(args.rest)
+    return 0
+
+
+def cmd_run(args) -> int:
+    from joinlab import job as runner
+    from joinlab.config import lab_home
+    from joinlab.spark import session
+    from joinlab.topics import create_topics
+    bootstrap = broker.bootstrap_servers()
+    create_topics(bootstrap, patterns.all_topics(args.pattern))
+    checkpoint = args.checkpoint or str(lab_home() / "checkpoints" / args.pattern)
+    if args.reset:
+        shutil.rmtree(checkpoint, ignore_errors=True)
+    spark = session(f"job-{args.pattern}")
+    query = runner.start(spark, patterns.job(args.pattern), bootstrap, checkpoint,
+                         available_now=args.available_now, max_offsets_per_trigger=args.max_offsets_per_trigger,
+                         name=args.pattern.replace("-", "_"))
+    print(f"{args.pattern}: running, checkpoint {checkpoint}" + ("" if args.available_now else " (Ctrl-C stops)"),
+          file=sys.stderr)
+    try:
+        query.awaitTermination()
+    except KeyboardInterrupt:
+        query.stop()
+    return 0
+
+
+def cmd_verify(args) -> int:
+    from joinlab.verify import verify
+    report = verify(args.pattern, broker.bootstrap_servers())
+    print("\n".join(report.lines()))
+    return 0 if report.ok else 1
+
+
+def cmd_demo(args) -> int:
+    from joinlab.demo import run_demo
+    return run_demo(args.pattern, seed=args.seed, count=args.count)
+
+
+def cmd_bench(args) -> int:
+    from joinlab import bench
+    bench.main(args.rest)
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="joinlab", description="Stream Join Lab: stream-join patterns on Kafka and Spark.")
+    sub = p.add_subparsers(dest="command", required=True)
+    names = list(patterns.PATTERNS)
+
+    b = sub.add_parser("broker", help="start, stop or check the embedded Kafka-protocol broker")
+    b.add_argument("action", choices=["start", "stop", "status"])
+    b.add_argument("--port", type=int, help="listen on this port (default: a free one)")
+    b.set_defaults(func=cmd_broker)
+
+    t = sub.add_parser("topics", help="create the topics of the given patterns (default: all)")
+    t.add_argument("action", choices=["create"])
+    t.add_argument("patterns", nargs="*", metavar="PATTERN", help=f"one of: {', '.join(names)}")
+    t.set_defaults(func=cmd_topics)
+
+    g = sub.add_parser("generate", help="produce a pattern's events (see `joinlab generate PATTERN --help`)",
+                       add_help=False)
+    g.add_argument("pattern", choices=names)
+    g.add_argument("rest", nargs=argparse.REMAINDER)
+    g.set_defaults(func=cmd_generate)
+
+    r = sub.add_parser("run", help="run a pattern's job on live topics")
+    r.add_argument("pattern", choices=names)
+    r.add_argument("--checkpoint", help="checkpoint directory (default: $LAB_HOME/checkpoints/PATTERN)")
+    r.add_argument("--reset", action="store_true", help="delete the checkpoint first (reprocess from the start)")
+    r.add_argument("--available-now", action="store_true", help="stop once caught up instead of running on")
+    r.add_argument("--max-offsets-per-trigger", type=int, help="cap on records per micro-batch")
+    r.set_defaults(func=cmd_run)
+
+    v = sub.add_parser("verify", help="compare a pattern's output topic with its batch reference")
+    v.add_argument("pattern", choices=names)
+    v.set_defaults(func=cmd_verify)
+
+    d = sub.add_parser("demo", help="generate, run until caught up, verify - on a fresh embedded broker")
+    d.add_argument("pattern", nargs="?", default=names[0], choices=names)
+    d.add_argument("--seed", type=int, default=7)
+    d.add_argument("--count", type=int, default=20000, help="events to generate (default 20000)")
+    d.set_defaults(func=cmd_demo)
+
+    n = sub.add_parser("bench", help="print the benchmark table", add_help=False)
+    n.add_argument("rest", nargs=argparse.REMAINDER)
+    n.set_defaults(func=cmd_bench)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except BrokerError as exc:
+        print(f"joinlab: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,265 @@
+"""Shared generator machinery: event-time-ordered events -> the arrival order we produce -> Kafka.
+
+Why it exists: a stream join is only tested by the disorder it sees. Every pattern generator
+builds its events in event-time order and hands them here; `arrange` turns them into the records
+that arrive (late events, duplicates, malformed records mixed in), deterministically per seed, and
+`send` produces them. The malformed kinds are exactly what `joinlab.events.validate` rejects.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Iterable, Sequence
+
+from joinlab.events import EventSchema
+
+MALFORMED_KINDS = ("empty", "not-json", "truncated", "not-object", "missing-field", "wrong-type")
+FOLLOW_UP_S = 1.0  # a duplicate or malformed record arrives up to this much (event time) after its source
+
+
+def iso(dt: datetime) -> str:
+    """ISO-8601 UTC with milliseconds and a Z, e.g. 2026-01-01T00:00:00.123Z (naive means UTC)."""
+    dt = dt.replace(tzinfo=timezone.utc) if dt.tzinfo is None else dt.astimezone(timezone.utc)
+    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
+
+
+@dataclass
+class Event:
+    """One valid event; `body` is the JSON object sent and already carries event_time (see `iso`)."""
+    topic: str
+    key: int | str
+    body: dict
+    event_time: datetime
+
+
+@dataclass(frozen=True)
+class Disorder:
+    """How far arrival order departs from event time. Fractions are of the base events."""
+    delayed: float = 0.0      # arrive late by a random (0, max_delay_s] of event time
+    max_delay_s: float = 0.0
+    duplicates: float = 0.0   # sent a second time, identical key and value, a little later
+    malformed: float = 0.0    # extra malformed records, in addition to the valid events
+
+    def __post_init__(self):
+        for name in ("delayed", "duplicates", "malformed"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"{name} must be a fraction between 0 and 1, got {getattr(self, name)}")
+        if self.max_delay_s < 0:
+            raise ValueError(f"max_delay_s must be >= 0, got {self.max_delay_s}")
+        if self.delayed > 0 and self.max_delay_s == 0:
+            raise ValueError("delayed events need a max delay > 0 (--max-delay SECONDS)")
+
+
+@dataclass(frozen=True)
+class Record:
+    """One record to produce. kind: "event", "duplicate" or a malformed kind (MALFORMED_KINDS)."""
+    topic: str
+    key: bytes
+    value: bytes
+    kind: str
+
+
+def _encode(body: dict) -> bytes:
+    return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def _malformed(kind: str, event: Event, schema: EventSchema, rng: random.Random) -> bytes:
+    """A value derived from `event` that `validate(schema, value)` rejects, of the given kind."""
+    required = [n for n in schema.fields if n not in schema.optional]
+    if kind == "empty":
+        return b""
+    if kind == "not-json":
+        return b"\xff\xfegarbage"
+    if kind == "truncated":
+        whole = _encode(event.body)
+        return whole[: len(whole) // 2]  # a proper prefix of an object never parses: no closing brace
+    if kind == "not-object":
+        return _encode([event.body])  # type: ignore[arg-type]
+    body = dict(event.body)
+    if kind == "missing-field":
+        del body[rng.choice(required)]
+        return _encode(body)
+    if kind == "wrong-type":
+        typed = [n for n in required if schema.fields[n] in ("bigint", "string")]
+        name = rng.choice(typed)
+        body[name] = "seven" if schema.fields[name] == "bigint" else 7
+        return _encode(body)
+    raise ValueError(f"unknown malformed kind {kind!r}")
+
+
+def _count(fraction: float, n: int) -> int:
+    return min(n, round(fraction * n))
+
+
+def arrange(events: Sequence[Event], disorder: Disorder, rng: random.Random,
+            schemas: dict[str, EventSchema]) -> list[Record]:
+    """The arrival order: sorted (stably) by event time + delay, with duplicates and malformed mixed in.
+
+    Malformed kinds are cycled in MALFORMED_KINDS order, so six or more malformed records cover them all.
+    """
+    n = len(events)
+    if disorder.malformed and (missing := {e.topic for e in events} - set(schemas)):
+        raise ValueError(f"no schema for topics {sorted(missing)}: malformed records are derived from schemas")
+    delays = [0.0] * n
+    for i in rng.sample(range(n), _count(disorder.delayed, n)):
+        delays[i] = disorder.max_delay_s * (1.0 - rng.random())  # in (0, max_delay_s]
+    arrivals = [e.event_time.timestamp() + d for e, d in zip(events, delays)]
+    values = [_encode(e.body) for e in events]
+    keys = [str(e.key).encode("utf-8") for e in events]
+
+    timed = [(arrivals[i], Record(e.topic, keys[i], values[i], "event")) for i, e in enumerate(events)]
+    for i in sorted(rng.sample(range(n), _count(disorder.duplicates, n))):
+        timed.append((arrivals[i] + FOLLOW_UP_S * (1.0 - rng.random()),
+                      Record(events[i].topic, keys[i], values[i], "duplicate")))
+    for j in range(_count(disorder.malformed, n)):
+        kind, i = MALFORMED_KINDS[j % len(MALFORMED_KINDS)], rng.randrange(n)
+        value = _malformed(kind, events[i], schemas[events[i].topic], rng)
+        timed.append((arrivals[i] + FOLLOW_UP_S * (1.0 - rng.random()), Record(events[i].topic, keys[i], value, kind)))
+    timed.sort(key=lambda pair: pair[0])  # stable: ties keep generation order
+    return [record for _, record in timed]
+
+
+def arrive_first(records: Iterable[Record], topics: Iterable[str]) -> list[Record]:
+    """Every record of `topics` before any other (the extreme disorder), each side's order kept."""
+    first = set(topics)
+    records = list(records)
+    return [r for r in records if r.topic in first] + [r for r in records if r.topic not in first]
+
+
+# --- Producing --------------------------------------------------------------------------------
+
+def _show_progress(done: int, total: int, width: int = 30) -> None:
+    filled = width * done // max(total, 1)
+    sys.stderr.write(f"\r  sending [{'#' * filled}{'.' * (width - filled)}] {done}/{total}")
+    if done >= total:
+        sys.stderr.write("\n")
+    sys.stderr.flush()
+
+
+def send(bootstrap: str, records: Iterable[Record], rate: float | None = None, progress: bool = True) -> int:
+    """Produce `records` in order (paced to `rate` records/s if given), flush, return the count.
+
+    Raises if any record failed to be acknowledged: a generator that silently loses records would
+    make every downstream check lie.
+    """
+    from joinlab.topics import producer  # kafka-python only when we actually produce
+
+    records = list(records)
+    total, errors = len(records), []
+    show = progress and sys.stderr.isatty()
+    step = max(1, total // 200)
+    client = producer(bootstrap)
+    start = time.monotonic()
+    try:
+        for done, record in enumerate(records, 1):
+            client.send(record.topic, key=record.key, value=record.value).add_errback(errors.append)
+            if rate:
+                ahead = start + done / rate - time.monotonic()
+                if ahead > 0.005:  # sleep in small-but-real slices, never spin
+                    time.sleep(ahead)
+            if show and (done % step == 0 or done == total):
+                _show_progress(done, total)
+        client.flush()
+    finally:
+        client.close()
+    if errors:
+        raise RuntimeError(f"{len(errors)} of {total} records were not acknowledged; first error: {errors[0]!r}")
+    return total
+
+
+# --- The common command line ------------------------------------------------------------------
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number; give a fraction like 0.05") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text} is not between 0 and 1; give a fraction like 0.05")
+    return value
+
+
+def _positive(kind):
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a {kind.__name__}") from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"{text} must be > 0")
+        return value
+    return parse
+
+
+def _non_negative(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text} must be >= 0 seconds")
+    return value
+
+
+DEFAULT_COUNT = 1000
+
+
+def add_generator_args(parser: argparse.ArgumentParser) -> None:
+    """The flags every pattern generator shares (call `check_generator_args` after parsing)."""
+    g = parser.add_argument_group("common generator options")
+    g.add_argument("--seed", type=int, default=42, help="random seed; same seed, same records (default 42)")
+    g.add_argument("--count", type=_positive(int), help=f"number of base events (default {DEFAULT_COUNT})")
+    g.add_argument("--duration", type=_positive(float), help="seconds to send for; needs --rate")
+    g.add_argument("--rate", type=_positive(float),
+                   help="events per second: paces sending and sets the event-time clock")
+    g.add_argument("--delayed", type=_fraction, default=0.0, help="fraction of events that arrive late")
+    g.add_argument("--max-delay", type=_non_negative, default=0.0, help="largest lateness, seconds of event time")
+    g.add_argument("--duplicates", type=_fraction, default=0.0, help="fraction of events sent twice")
+    g.add_argument("--malformed", type=_fraction, default=0.0, help="extra malformed records, as a fraction")
+    g.add_argument("--bootstrap", help="Kafka bootstrap servers (default: $KAFKA_BOOTSTRAP_SERVERS "
+                                       "or the embedded broker from `make broker-start`)")
+    g.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+
+
+def check_generator_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Reject inconsistent flags with a message that says what to do; fill in args.count."""
+    if args.duration is not None:
+        if args.rate is None:
+            parser.error("--duration needs --rate (events/s), e.g. --duration 60 --rate 100")
+        if args.count is not None:
+            parser.error("give either --count or --duration with --rate, not both")
+        args.count = max(1, round(args.duration * args.rate))
+    elif args.count is None:
+        args.count = DEFAULT_COUNT
+    if args.delayed > 0 and args.max_delay == 0:
+        parser.error("--delayed needs --max-delay SECONDS > 0 (how late a delayed event may be)")
+
+
+def disorder_from_args(args: argparse.Namespace) -> Disorder:
+    return Disorder(delayed=args.delayed, max_delay_s=args.max_delay, duplicates=args.duplicates,
+                    malformed=args.malformed)
+
+
+def bootstrap_from_args(args: argparse.Namespace) -> str:
+    """--bootstrap, else `joinlab.broker.bootstrap_servers()` (which says how to get a broker)."""
+    if args.bootstrap:
+        return args.bootstrap
+    from joinlab.broker import BrokerError, bootstrap_servers
+    try:
+        return bootstrap_servers()
+    except BrokerError as exc:
+        raise SystemExit(f"error: {exc} Or pass --bootstrap host:port.") from None
+
+
+def summary(records: Iterable[Record]) -> str:
+    """One line: records per kind, e.g. 'event=1000 duplicate=50 empty=2 ...'."""
+    counts: dict[str, int] = {}
+    for r in records:
+        counts[r.kind] = counts.get(r.kind, 0) + 1
+    order = ["event", "duplicate", *MALFORMED_KINDS]
+    return " ".join(f"{k}={counts[k]}" for k in order if k in counts)

@@ -1,0 +1,31 @@
+"""Running a pattern's job: the same read -> build -> write for every pattern.
+
+A job module provides NAME-independent pieces only: INPUT_TOPICS, OUTPUT_TOPICS and
+`build(raw) -> DataFrame(topic, key, value)`; this module owns the I/O, checkpoint and trigger.
+"""
+from __future__ import annotations
+
+from types import ModuleType
+
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming import StreamingQuery
+
+from joinlab.spark import kafka_sink, read_kafka
+
+
+def start(spark: SparkSession, job: ModuleType, bootstrap: str, checkpoint: str, *,
+          available_now: bool = False, max_offsets_per_trigger: int | None = None,
+          trigger_interval: str = "1 second", name: str | None = None) -> StreamingQuery:
+    """Start `job` reading its inputs from the beginning (or from its checkpoint, on restart)."""
+    raw = read_kafka(spark, bootstrap, job.INPUT_TOPICS, starting="earliest",
+                     max_offsets_per_trigger=max_offsets_per_trigger)
+    writer = kafka_sink(job.build(raw), bootstrap, checkpoint).outputMode("append")
+    if name:
+        writer = writer.queryName(name)
+    writer = writer.trigger(availableNow=True) if available_now else writer.trigger(processingTime=trigger_interval)
+    return writer.start()
+
+
+def input_rows(query: StreamingQuery) -> int:
+    """Rows read so far by this run of the query (from its recent progress)."""
+    return sum(p.get("numInputRows", 0) for p in query.recentProgress)

@@ -1,0 +1,31 @@
+"""The registry of patterns: one name, the same module name in jobs/, generators/ and references/."""
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+PATTERNS = {"tweet-views": "tweet_views"}
+
+
+def module_name(pattern: str) -> str:
+    try:
+        return PATTERNS[pattern]
+    except KeyError:
+        raise SystemExit(f"unknown pattern {pattern!r}; choose one of: {', '.join(PATTERNS)}") from None
+
+
+def job(pattern: str) -> ModuleType:
+    return importlib.import_module(f"jobs.{module_name(pattern)}")
+
+
+def generator(pattern: str) -> ModuleType:
+    return importlib.import_module(f"generators.{module_name(pattern)}")
+
+
+def reference(pattern: str) -> ModuleType:
+    return importlib.import_module(f"references.{module_name(pattern)}")
+
+
+def all_topics(pattern: str) -> list[str]:
+    module = job(pattern)
+    return list(module.INPUT_TOPICS) + list(module.OUTPUT_TOPICS)

@@ -1,0 +1,66 @@
+"""Is the job's output right? Its last record per key, compared with the batch reference.
+
+A reference module gives `expected(input records)`, `actual(output records)` (the last view per
+key) and `version(view)`; the comparison itself is the same for every pattern.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from joinlab import patterns
+from joinlab.topics import read_topics
+
+
+@dataclass
+class Report:
+    pattern: str
+    expected: int
+    actual: int
+    missing: list = field(default_factory=list)     # expected keys with no output at all
+    extra: list = field(default_factory=list)       # output keys the reference does not have
+    stale: list = field(default_factory=list)       # last output older than the reference
+    mismatched: list = field(default_factory=list)  # same versions, different content (or newer)
+    records: dict = field(default_factory=dict)     # records read per topic, inputs and outputs
+
+    @property
+    def ok(self) -> bool:
+        return not (self.missing or self.extra or self.stale or self.mismatched)
+
+    @property
+    def mismatches(self) -> int:
+        return len(self.missing) + len(self.extra) + len(self.stale) + len(self.mismatched)
+
+    def lines(self, examples: int = 3) -> list[str]:
+        out = [f"{self.pattern}: {self.expected} expected, {self.actual} in output, "
+               f"{self.mismatches} mismatches ({'OK' if self.ok else 'FAILED'})"]
+        for label in ("missing", "extra", "stale", "mismatched"):
+            keys = getattr(self, label)
+            if keys:
+                out.append(f"  {label}: {len(keys)}, e.g. {sorted(keys)[:examples]}")
+        return out
+
+
+def compare(pattern: str, expected: dict, actual: dict, version: Callable[[dict], tuple]) -> Report:
+    report = Report(pattern, len(expected), len(actual))
+    for key, want in expected.items():
+        got = actual.get(key)
+        if got is None:
+            report.missing.append(key)
+        elif version(got) < version(want):
+            report.stale.append(key)
+        elif got != want:
+            report.mismatched.append(key)
+    report.extra = [key for key in actual if key not in expected]
+    return report
+
+
+def verify(pattern: str, bootstrap: str) -> Report:
+    """Read the pattern's input and output topics whole and compare."""
+    job, reference = patterns.job(pattern), patterns.reference(pattern)
+    inputs = read_topics(bootstrap, job.INPUT_TOPICS)
+    outputs = read_topics(bootstrap, job.OUTPUT_TOPICS)
+    report = compare(pattern, reference.expected(inputs), reference.actual(outputs), reference.version)
+    for record in inputs + outputs:
+        report.records[record.topic] = report.records.get(record.topic, 0) + 1
+    return report

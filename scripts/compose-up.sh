@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Start the lab's Docker Compose stack (what `make up` runs) and print where everything is.
+#
+#   scripts/compose-up.sh                           # Kafka, Spark master + 1 worker, JupyterLab
+#   scripts/compose-up.sh --scale spark-worker=3    # extra arguments go to `docker compose up`
+#   COMPOSE_PROFILES=generators,ui scripts/compose-up.sh
+#
+# Exit code 3 (and one line on stderr) means "no usable Docker here": the caller (the Makefile)
+# falls back to the native stack. Any other failure exits with docker compose's own status.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+if ! command -v docker >/dev/null 2>&1; then
+  echo "compose-up: no 'docker' command on PATH, so no Docker stack (install Docker to use it)." >&2
+  exit 3
+fi
+if ! info_error=$(docker info 2>&1 >/dev/null); then
+  reason=$(printf '%s\n' "$info_error" | grep -m1 -v '^[[:space:]]*$' || true)
+  echo "compose-up: no Docker engine reachable ('docker info' failed: ${reason:-no output}), so no Docker stack." >&2
+  exit 3
+fi
+if ! docker compose version >/dev/null 2>&1; then
+  echo "compose-up: Docker Compose v2 ('docker compose') is not installed, so no Docker stack." >&2
+  exit 3
+fi
+
+new_token() {
+  if command -v python3 >/dev/null 2>&1; then
+    python3 -c 'import secrets;print(secrets.token_hex(16))'
+  else
+    od -An -N16 -tx1 /dev/urandom | tr -d ' \n'
+  fi
+}
+
+# .env: from .env.example when missing; a random JupyterLab token when it has none. The token is
+# a secret, so the file is readable by its owner only.
+if [ ! -f .env ]; then
+  cp .env.example .env
+  echo "compose-up: created .env from .env.example"
+fi
+chmod 600 .env
+token=$(sed -n 's/^JUPYTER_TOKEN=//p' .env | tail -n 1 | tr -d "\"' \r")
+if [ -z "$token" ]; then
+  token=$(new_token)
+  if grep -q '^JUPYTER_TOKEN=' .env; then
+    sed -i.bak "s/^JUPYTER_TOKEN=.*/JUPYTER_TOKEN=${token}/" .env && rm -f .env.bak
+  else
+    printf '\nJUPYTER_TOKEN=%s\n' "$token" >> .env
+  fi
+  echo "compose-up: generated a JupyterLab token in .env"
+fi
+# The image's user gets your UID, so the mounted ./notebooks stays writable on both sides.
+if ! grep -q '^LAB_UID=' .env && [ "$(id -u)" != 0 ]; then
+  printf 'LAB_UID=%s\n' "$(id -u)" >> .env
+fi
+# Created here, not by Docker (which would make it root-owned).
+mkdir -p notebooks
+
+docker compose up -d --build --wait "$@" || {
+  status=$?
+  echo "compose-up: 'docker compose up' failed (exit $status); see 'docker compose ps' and 'docker compose logs'." >&2
+  exit "$status"
+}
+
+profiles=",${COMPOSE_PROFILES:-},"
+echo
+echo "Stream Join Lab is up:"
+echo "  JupyterLab        http://localhost:8888/lab?token=${token}"
+echo "  Spark master UI   http://localhost:8080   (master URL spark://spark-master:7077 inside the stack)"
+echo "  Kafka bootstrap   localhost:9092 from this machine, kafka:19092 inside the stack"
+if [[ $profiles == *,ui,* ]]; then
+  echo "  Kafka UI          http://localhost:8081"
+fi
+echo "Stop it with 'docker compose down' (add -v to also delete Kafka's data and the lab state)."

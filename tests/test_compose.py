@@ -1,0 +1,739 @@
+"""The Docker Compose stack, checked where no Docker engine runs.
+
+docker-compose.yml is validated against the Compose Specification's JSON Schema and against the
+lab's own rules (health checks, ports on 127.0.0.1 only, one image for driver and executors, a
+required Jupyter token, KRaft Kafka with an internal and an external listener...). The Dockerfile's
+connector download runs here against a fake Maven repository, and scripts/compose-up.sh runs with a
+fake `docker`. Only the last test needs a real engine (`docker compose config`), and skips without.
+"""
+from __future__ import annotations
+
+import copy
+import functools
+import hashlib
+import http.server
+import json
+import os
+import re
+import shutil
+import stat
+import subprocess
+import sys
+import threading
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+COMPOSE_FILE = ROOT / "docker-compose.yml"
+DOCKERFILE = ROOT / "docker" / "Dockerfile"
+ENV_EXAMPLE = ROOT / ".env.example"
+COMPOSE_UP = ROOT / "scripts" / "compose-up.sh"
+SCHEMA_PATH = Path(__file__).resolve().parents[2] / "shared" / "schemas" / "compose-spec.json"
+
+LAB_IMAGE = "stream-join-lab:latest"
+LAB_SERVICES = ("spark-master", "spark-worker", "jupyter")
+TOKEN_ARG = re.compile(r"--ServerApp\.token=\$\{JUPYTER_TOKEN:\?[^}]+\}")
+
+
+# --- Loading and interpolating the compose file ----------------------------------------------
+
+@pytest.fixture(scope="module")
+def compose() -> dict:
+    return yaml.safe_load(COMPOSE_FILE.read_text())
+
+
+@pytest.fixture(scope="module")
+def services(compose) -> dict:
+    return compose["services"]
+
+
+@pytest.fixture(scope="module")
+def validator():
+    if not SCHEMA_PATH.is_file():
+        pytest.skip(f"Compose Specification schema not found at {SCHEMA_PATH} (it lives in ../shared, "
+                    "beside the repository, on the build machines and in CI)")
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads(SCHEMA_PATH.read_text())
+    jsonschema.Draft7Validator.check_schema(schema)
+    return jsonschema.Draft7Validator(schema)
+
+
+class MissingVariable(ValueError):
+    """A `${VAR:?message}` whose variable is unset or empty: Compose refuses to start."""
+
+
+_DOLLAR = re.compile(r"\$(?:(?P<escaped>\$)|\{(?P<braced>[^}]*)\}|(?P<named>[A-Za-z_][A-Za-z0-9_]*)|(?P<bad>))")
+_BRACED = re.compile(r"(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:(?P<op>:?[-?+])(?P<arg>.*))?", re.S)
+
+
+def interpolate_text(text: str, env: dict[str, str]) -> str:
+    """Compose's variable substitution ($$, $VAR, ${VAR}, ${VAR:-d}, ${VAR-d}, ${VAR:?m}, ${VAR?m}, ${VAR:+r})."""
+    def substitute(match: re.Match) -> str:
+        if match.group("escaped"):
+            return "$"
+        if match.group("named"):
+            return env.get(match.group("named"), "")
+        braced = match.group("braced")
+        parsed = _BRACED.fullmatch(braced) if braced is not None else None
+        if parsed is None or "$" in (parsed.group("arg") or ""):
+            raise ValueError(f"invalid (or nested, which these tests do not support) interpolation in {text!r}")
+        name, op, arg = parsed.group("name", "op", "arg")
+        value = env.get(name)
+        if op is None:
+            return value or ""
+        if op in (":?", "?") and (value is None or (op == ":?" and value == "")):
+            raise MissingVariable(f"{name}: {arg}")
+        if op == ":-":
+            return value if value else arg
+        if op == "-":
+            return value if value is not None else arg
+        if op == ":+":
+            return arg if value else ""
+        if op == "+":
+            return arg if value is not None else ""
+        return value
+    return _DOLLAR.sub(substitute, text)
+
+
+def interpolate(node, env: dict[str, str]):
+    if isinstance(node, str):
+        return interpolate_text(node, env)
+    if isinstance(node, list):
+        return [interpolate(item, env) for item in node]
+    if isinstance(node, dict):
+        return {key: interpolate(value, env) for key, value in node.items()}
+    return node
+
+
+def env_example() -> dict[str, str]:
+    """The uncommented KEY=VALUE settings of .env.example."""
+    settings = {}
+    for line in ENV_EXAMPLE.read_text().splitlines():
+        match = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)", line.strip())
+        if match:
+            settings[match.group(1)] = match.group(2)
+    return settings
+
+
+def referenced_variables(node) -> set[str]:
+    found: set[str] = set()
+    if isinstance(node, str):
+        for match in _DOLLAR.finditer(node):
+            if match.group("named"):
+                found.add(match.group("named"))
+            elif match.group("braced"):
+                found.add(_BRACED.fullmatch(match.group("braced")).group("name"))
+    elif isinstance(node, list):
+        for item in node:
+            found |= referenced_variables(item)
+    elif isinstance(node, dict):
+        for value in node.values():
+            found |= referenced_variables(value)
+    return found
+
+
+def one_shot(services: dict) -> set[str]:
+    """Services others wait for with service_completed_successfully: they run once and exit."""
+    return {dep for svc in services.values() for dep, spec in (svc.get("depends_on") or {}).items()
+            if isinstance(spec, dict) and spec.get("condition") == "service_completed_successfully"}
+
+
+def long_running(services: dict) -> list[str]:
+    return [name for name in services if name not in one_shot(services)]
+
+
+def environment(service: dict) -> dict[str, str]:
+    env = service.get("environment") or {}
+    if isinstance(env, list):
+        env = dict(item.split("=", 1) if "=" in item else (item, None) for item in env)
+    return {key: str(value) for key, value in env.items()}
+
+
+def published_ports(service: dict) -> list[tuple[str | None, str]]:
+    """(host_ip, text) for every port entry, short ("ip:host:container") or long syntax."""
+    found = []
+    for port in service.get("ports") or []:
+        if isinstance(port, dict):
+            found.append((port.get("host_ip"), json.dumps(port)))
+            continue
+        text = str(port).split("/")[0]
+        if text.startswith("["):  # IPv6 host address
+            host_ip = text[1:text.index("]")]
+        else:
+            parts = text.split(":")
+            host_ip = parts[0] if len(parts) == 3 else None
+        found.append((host_ip, str(port)))
+    return found
+
+
+def schema_errors(validator, document) -> list[str]:
+    return [f"{'/'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}"
+            for e in validator.iter_errors(document)]
+
+
+# --- The Compose Specification ------------------------------------------------------------------
+
+def test_compose_file_matches_the_compose_spec(validator, compose):
+    assert schema_errors(validator, compose) == []
+
+
+def test_compose_file_matches_the_compose_spec_once_interpolated(validator, compose):
+    env = {**env_example(), "JUPYTER_TOKEN": "test-token"}
+    assert schema_errors(validator, interpolate(compose, env)) == []
+
+
+def _misspell_healthcheck(doc):
+    doc["services"]["kafka"]["healthchek"] = doc["services"]["kafka"].pop("healthcheck")
+
+
+def _ports_as_string(doc):
+    doc["services"]["jupyter"]["ports"] = "127.0.0.1:8888:8888"
+
+
+def _unknown_condition(doc):
+    doc["services"]["jupyter"]["depends_on"]["kafka"]["condition"] = "service_ready"
+
+
+def _retries_as_list(doc):
+    doc["services"]["kafka"]["healthcheck"]["retries"] = [12]
+
+
+def _misspelled_top_level(doc):
+    doc["service"] = doc.pop("services")
+
+
+@pytest.mark.parametrize("mutate", [_misspell_healthcheck, _ports_as_string, _unknown_condition,
+                                    _retries_as_list, _misspelled_top_level])
+def test_schema_validation_rejects_a_broken_copy(validator, compose, mutate):
+    """The validation above can fail: each deliberately broken copy gets errors."""
+    broken = copy.deepcopy(compose)
+    mutate(broken)
+    assert broken != compose
+    assert schema_errors(validator, broken), f"{mutate.__name__} was not caught by the schema"
+
+
+# --- The lab's own rules --------------------------------------------------------------------
+
+def test_long_running_services_have_health_checks(services):
+    for name in long_running(services):
+        check = services[name].get("healthcheck")
+        assert check, f"{name} runs continuously but has no healthcheck"
+        assert not check.get("disable"), f"{name} disables its healthcheck"
+        test = check.get("test")
+        assert test and test not in (["NONE"], "NONE"), f"{name}'s healthcheck has no test"
+
+
+def test_one_shot_services_run_once_and_are_waited_for(services):
+    oneshots = one_shot(services)
+    assert "topics" in oneshots
+    for name in oneshots:
+        assert services[name].get("restart") == "no", f"one-shot {name} must not be restarted"
+        # `docker compose up --wait` only accepts an exited one-shot when a service of the default
+        # set (no profile) waits for it with service_completed_successfully.
+        adopters = [other for other, svc in services.items() if not svc.get("profiles")
+                    and (svc.get("depends_on") or {}).get(name, {}).get("condition")
+                    == "service_completed_successfully"]
+        assert adopters, f"no default service waits for {name}: `up --wait` would report it as failed"
+
+
+def test_every_published_port_is_bound_to_localhost(services):
+    for name, svc in services.items():
+        for host_ip, text in published_ports(svc):
+            assert host_ip == "127.0.0.1", f"{name} publishes {text} beyond this machine"
+
+
+def test_published_ports_are_the_documented_ones(services):
+    published = {text for svc in services.values() for _, text in published_ports(svc)}
+    assert {"127.0.0.1:9092:9092", "127.0.0.1:8080:8080", "127.0.0.1:7077:7077",
+            "127.0.0.1:8888:8888"} <= published
+
+
+def test_driver_and_executors_share_one_image_and_build(services):
+    images = {name: services[name].get("image") for name in LAB_SERVICES}
+    builds = {name: services[name].get("build") for name in LAB_SERVICES}
+    assert set(images.values()) == {LAB_IMAGE}, images
+    assert builds["spark-master"] == builds["spark-worker"] == builds["jupyter"], builds
+    build = builds["jupyter"]
+    assert build["context"] == "." and build["dockerfile"] == "docker/Dockerfile"
+    assert (ROOT / build["dockerfile"]).is_file()
+    # Every other service built from this repository builds the very same image.
+    for name, svc in services.items():
+        if "build" in svc:
+            assert svc["build"] == build and svc.get("image") == LAB_IMAGE, name
+
+
+def test_build_arg_defaults_match_the_dockerfile(services):
+    arg_defaults = dict(re.findall(r"^ARG (\w+)=(\S+)$", DOCKERFILE.read_text(), re.M))
+    for arg, value in services["jupyter"]["build"]["args"].items():
+        match = re.fullmatch(r"\$\{" + arg + r":-([^}]*)\}", str(value))
+        assert match, f"build arg {arg} should be ${{{arg}:-default}}, found {value!r}"
+        assert arg_defaults.get(arg) == match.group(1), f"{arg}: compose says {match.group(1)}, " \
+                                                         f"the Dockerfile {arg_defaults.get(arg)}"
+
+
+def test_jupyter_token_comes_from_the_environment_and_is_required(services):
+    jupyter = services["jupyter"]
+    command = jupyter["command"]
+    command = command if isinstance(command, list) else command.split()
+    tokens = [arg for arg in command if "token" in arg.lower()]
+    assert len(tokens) == 1 and TOKEN_ARG.fullmatch(tokens[0]), tokens
+    with pytest.raises(MissingVariable, match="JUPYTER_TOKEN"):
+        interpolate(jupyter, {})
+    with pytest.raises(MissingVariable, match="JUPYTER_TOKEN"):
+        interpolate(jupyter, {"JUPYTER_TOKEN": ""})
+    assert "--ServerApp.token=s3cret" in interpolate(command, {"JUPYTER_TOKEN": "s3cret"})
+
+
+def test_nothing_disables_jupyter_authentication(services):
+    text = json.dumps(services["jupyter"])
+    for forbidden in ("--ServerApp.token=''", '--ServerApp.token=\\"\\"', "--NotebookApp.token",
+                      "--ServerApp.password=''", "disable_check_xsrf", "--IdentityProvider.token="):
+        assert forbidden not in text, f"jupyter's settings contain {forbidden}"
+    assert not re.search(r"--ServerApp\.token=(\s|\"|$)", text)
+    assert "JUPYTER_TOKEN" not in environment(services["jupyter"]) or \
+        environment(services["jupyter"])["JUPYTER_TOKEN"].startswith("${JUPYTER_TOKEN:?")
+
+
+def _listeners(value: str) -> dict[str, tuple[str, int]]:
+    found = {}
+    for item in value.split(","):
+        name, address = item.strip().split("://")
+        host, port = address.rsplit(":", 1)
+        found[name] = (host, int(port))
+    return found
+
+
+def test_kafka_runs_kraft_with_an_internal_and_an_external_listener(services):
+    kafka = services["kafka"]
+    env = environment(kafka)
+    assert "zookeeper" not in json.dumps(kafka).lower()
+    assert set(env["KAFKA_PROCESS_ROLES"].split(",")) == {"broker", "controller"}
+    assert env["KAFKA_CONTROLLER_QUORUM_VOTERS"] and env.get("CLUSTER_ID")
+    listeners = _listeners(env["KAFKA_LISTENERS"])
+    advertised = _listeners(env["KAFKA_ADVERTISED_LISTENERS"])
+    protocols = dict(item.split(":") for item in env["KAFKA_LISTENER_SECURITY_PROTOCOL_MAP"].split(","))
+    controller = env["KAFKA_CONTROLLER_LISTENER_NAMES"]
+    assert controller in listeners and controller not in advertised
+    assert set(listeners) <= set(protocols)
+    internal = [name for name, (host, _) in advertised.items() if host == "kafka"]
+    external = [name for name, (host, _) in advertised.items() if host in ("localhost", "127.0.0.1")]
+    assert len(internal) == 1 and len(external) == 1, advertised
+    assert env["KAFKA_INTER_BROKER_LISTENER_NAME"] == internal[0]
+    for name in internal + external:  # each advertised listener is one the broker listens on
+        assert listeners[name][1] == advertised[name][1]
+    external_port = advertised[external[0]][1]
+    assert f"127.0.0.1:{external_port}:{listeners[external[0]][1]}" in [t for _, t in published_ports(kafka)]
+    assert any(volume.endswith(":" + env["KAFKA_LOG_DIRS"]) for volume in kafka["volumes"])
+    test = " ".join(kafka["healthcheck"]["test"])
+    host, port = advertised[internal[0]]
+    assert re.search(r"kafka-(topics|broker-api-versions)\.sh", test) and f"{host}:{port}" in test
+
+
+def test_lab_services_reach_kafka_and_spark_inside_the_stack(services):
+    kafka_env = environment(services["kafka"])
+    internal = next(f"{host}:{port}" for host, port in _listeners(kafka_env["KAFKA_ADVERTISED_LISTENERS"]).values()
+                    if host == "kafka")
+    master = services["spark-master"]["command"]
+    master_url = f"spark://{master[master.index('--host') + 1]}:{master[master.index('--port') + 1]}"
+    for name, svc in services.items():
+        if svc.get("image") != LAB_IMAGE:
+            continue
+        env = environment(svc)
+        assert env.get("KAFKA_BOOTSTRAP_SERVERS") == internal, name
+        assert env.get("SPARK_MASTER") == master_url, name
+    assert master_url in services["spark-worker"]["command"]
+
+
+def test_depends_on_waits_on_conditions(services):
+    for name, svc in services.items():
+        depends = svc.get("depends_on")
+        if depends is None:
+            continue
+        assert isinstance(depends, dict), f"{name}: depends_on as a list only waits for 'started'"
+        for dep, spec in depends.items():
+            assert dep in services, f"{name} depends on unknown {dep}"
+            condition = (spec or {}).get("condition")
+            assert condition in ("service_healthy", "service_completed_successfully"), (name, dep)
+            if condition == "service_healthy":
+                assert services[dep].get("healthcheck"), f"{name} waits for {dep} to be healthy: no check"
+    assert services["spark-worker"]["depends_on"]["spark-master"]["condition"] == "service_healthy"
+    assert services["jupyter"]["depends_on"] == {
+        "kafka": {"condition": "service_healthy"},
+        "topics": {"condition": "service_completed_successfully"},
+        "spark-master": {"condition": "service_healthy"},
+    }
+
+
+def test_the_worker_can_scale(services):
+    worker = services["spark-worker"]
+    assert "container_name" not in worker
+    assert not worker.get("ports"), "a host port would clash at --scale spark-worker=2"
+    assert "hostname" not in worker
+    assert worker["command"][:2] == ["spark-class", "org.apache.spark.deploy.worker.Worker"]
+
+
+def test_no_container_names_anywhere(services):
+    """Fixed names would stop two checkouts (or `--scale`) from running side by side."""
+    assert [name for name, svc in services.items() if "container_name" in svc] == []
+
+
+def test_third_party_images_are_pinned(services):
+    for name, svc in services.items():
+        image = svc.get("image", "")
+        if image == LAB_IMAGE:
+            continue
+        repo, _, tag = image.rpartition(":")
+        assert repo and re.fullmatch(r"v?\d+(\.\d+)+", tag), f"{name}: {image} is not pinned to a version"
+    assert services["kafka"]["image"].startswith("apache/kafka:")
+
+
+def test_one_generator_service_per_pattern(services):
+    try:
+        from joinlab.patterns import PATTERNS
+    except ImportError as exc:
+        pytest.skip(f"joinlab.patterns not importable ({exc})")
+    generators = {svc["command"][2]: svc for svc in services.values()
+                  if "generators" in (svc.get("profiles") or [])}
+    assert set(generators) == set(PATTERNS), "add or remove a gen-<pattern> service in docker-compose.yml"
+    for pattern, svc in generators.items():
+        command = svc["command"]
+        assert command[:3] == ["joinlab", "generate", pattern]
+        assert command[command.index("--rate") + 1] == "${GEN_RATE:-50}"
+        assert command[command.index("--duration") + 1] == "${GEN_DURATION:-3600}"
+
+
+def test_env_example_documents_every_variable(compose):
+    text = ENV_EXAMPLE.read_text()
+    for name in sorted(referenced_variables(compose)):
+        assert re.search(rf"^#?\s*{name}=", text, re.M), f"{name} is used in docker-compose.yml, " \
+                                                          "not documented in .env.example"
+    settings = env_example()
+    assert settings["JUPYTER_TOKEN"] == "", "the example must not ship a usable token"
+    for name in ("GEN_RATE", "GEN_DURATION", "SPARK_WORKER_CORES", "SPARK_WORKER_MEMORY"):
+        assert settings.get(name), name
+
+
+# --- The Dockerfile -----------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def dockerfile() -> str:
+    return DOCKERFILE.read_text()
+
+
+def heredoc(dockerfile: str, tag: str) -> str:
+    match = re.search(rf"^RUN (?:\S+=\S+ )*python3 - <<'{tag}'\n(.*?)\n{tag}$", dockerfile, re.M | re.S)
+    assert match, f"no `RUN python3 - <<'{tag}'` block in the Dockerfile"
+    return match.group(1)
+
+
+def test_image_base_java_user_and_python(dockerfile):
+    assert re.search(r"^ARG PYTHON_IMAGE=python:3\.11\.\d+-slim-bookworm$", dockerfile, re.M)
+    assert re.search(r"^FROM \$\{PYTHON_IMAGE\}$", dockerfile, re.M)
+    assert "openjdk-17-jre-headless" in dockerfile and "jdk.incubator.vector" in dockerfile
+    users = re.findall(r"^USER (\S+)$", dockerfile, re.M)
+    assert users and users[-1] not in ("root", "0"), "the image must end as a non-root user"
+    env = dict(re.findall(r"\b(PYSPARK_PYTHON|PYSPARK_DRIVER_PYTHON)=(\S+)", dockerfile))
+    assert env.get("PYSPARK_PYTHON") == env.get("PYSPARK_DRIVER_PYTHON") == "/usr/local/bin/python3"
+
+
+def test_image_installs_the_lab_with_its_lab_extra(dockerfile):
+    includes = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]["include"]
+    for package in [p.rstrip("*") for p in includes] + ["notebooks"]:
+        assert re.search(rf"^COPY (--\S+ )*{package}[ /]", dockerfile, re.M), f"{package}/ is not copied"
+    assert re.search(r"^COPY (--\S+ )*pyproject\.toml ", dockerfile, re.M)
+    assert "pip install '.[lab]'" in dockerfile
+
+
+def test_dockerfile_derives_the_connector_from_the_installed_pyspark(dockerfile):
+    script = heredoc(dockerfile, "FETCH_CONNECTOR")
+    assert "pyspark.__version__" in script
+    for artifact in ("spark-sql-kafka-0-10_", "spark-token-provider-kafka-0-10_", "kafka-clients", "commons-pool2"):
+        assert artifact in script
+    # No Spark version or Scala suffix written down: both come from the installed pyspark.
+    assert not re.search(r"kafka-0-10_2\.\d+", dockerfile)
+    assert not re.search(r"spark-sql-kafka[^\n]*\b4\.\d+\.\d+", dockerfile)
+    args = dict(re.findall(r"^ARG (\w+)=(\S+)$", dockerfile, re.M))
+    assert re.fullmatch(r"3\.9\.\d+", args["KAFKA_CLIENTS_VERSION"])
+    assert re.fullmatch(r"2\.1[2-9]\.\d+", args["COMMONS_POOL2_VERSION"])
+
+
+def test_dockerignore_keeps_local_state_and_secrets_out():
+    patterns = [line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines()
+                if line.strip() and not line.startswith("#")]
+    for needed in (".venv", ".lab", ".git", ".env"):
+        assert needed in patterns, needed
+    assert any(p in ("__pycache__", "**/__pycache__") for p in patterns)
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def maven(tmp_path):
+    """A local fake Maven repository over HTTP: (base URL, root directory)."""
+    root = tmp_path / "maven"
+    root.mkdir()
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(root)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}/", root
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _publish(root: Path, group: str, artifact: str, version: str, content: bytes, sha1: str | None = None):
+    folder = root / group / artifact / version
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{artifact}-{version}.jar").write_bytes(content)
+    (folder / f"{artifact}-{version}.jar.sha1").write_text(
+        (sha1 or hashlib.sha1(content).hexdigest()) + f"  {artifact}-{version}.jar\n")
+
+
+def _installed_spark() -> tuple[str, str]:
+    import pyspark
+    version = pyspark.__version__
+    jars = Path(pyspark.__file__).parent / "jars"
+    scalas = {m.group(1) for p in jars.glob("spark-core_*.jar")
+              if (m := re.fullmatch(r"spark-core_(\d+\.\d+)-" + re.escape(version) + r"\.jar", p.name))}
+    assert len(scalas) == 1, scalas
+    return version, scalas.pop()
+
+
+def _run_fetch(dockerfile: str, url: str, dest: Path, kafka="3.9.2", pool="2.13.1"):
+    env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
+    env.update(MAVEN_REPO=url, KAFKA_CLIENTS_VERSION=kafka, COMMONS_POOL2_VERSION=pool,
+               CONNECTOR_JARS_DIR=str(dest))
+    return subprocess.run([sys.executable, "-c", heredoc(dockerfile, "FETCH_CONNECTOR")], env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def _publish_connector(root: Path, spark: str, scala: str, kafka="3.9.2", pool="2.13.1", pom=True):
+    jars = {
+        ("org/apache/spark", f"spark-sql-kafka-0-10_{scala}", spark): b"sql-kafka",
+        ("org/apache/spark", f"spark-token-provider-kafka-0-10_{scala}", spark): b"token-provider",
+        ("org/apache/kafka", "kafka-clients", kafka): b"kafka-clients",
+        ("org/apache/commons", "commons-pool2", pool): b"pool2",
+    }
+    for (group, artifact, version), content in jars.items():
+        _publish(root, group, artifact, version, content)
+    if pom:
+        folder = root / "org/apache/spark" / f"spark-parent_{scala}" / spark
+        folder.mkdir(parents=True)
+        (folder / f"spark-parent_{scala}-{spark}.pom").write_text(
+            f"<project><properties><kafka.version>{kafka}</kafka.version>\n"
+            f"<commons-pool2.version>{pool}</commons-pool2.version></properties></project>\n")
+    return {f"{artifact}-{version}.jar": content for (_, artifact, version), content in jars.items()}
+
+
+def test_connector_download_matches_the_installed_spark(dockerfile, maven, tmp_path):
+    url, root = maven
+    spark, scala = _installed_spark()
+    assert scala == "2.13"
+    expected = _publish_connector(root, spark, scala)
+    dest = tmp_path / "jars"
+    dest.mkdir()
+    result = _run_fetch(dockerfile, url, dest)
+    assert result.returncode == 0, result.stderr
+    assert {p.name: p.read_bytes() for p in dest.iterdir()} == expected
+    assert f"spark-sql-kafka-0-10_{scala}-{spark}.jar" in expected
+    assert "WARNING" not in result.stderr
+
+
+def test_connector_download_warns_when_spark_pins_other_versions(dockerfile, maven, tmp_path):
+    url, root = maven
+    spark, scala = _installed_spark()
+    _publish_connector(root, spark, scala, kafka="3.9.2", pool="2.13.1")
+    _publish(root, "org/apache/kafka", "kafka-clients", "3.9.1", b"older")
+    dest = tmp_path / "jars"
+    dest.mkdir()
+    result = _run_fetch(dockerfile, url, dest, kafka="3.9.1")
+    assert result.returncode == 0, result.stderr
+    assert "WARNING" in result.stderr and "kafka.version 3.9.2" in result.stderr
+    assert (dest / "kafka-clients-3.9.1.jar").read_bytes() == b"older"
+
+
+def test_connector_download_works_without_the_parent_pom(dockerfile, maven, tmp_path):
+    url, root = maven
+    spark, scala = _installed_spark()
+    _publish_connector(root, spark, scala, pom=False)
+    dest = tmp_path / "jars"
+    dest.mkdir()
+    result = _run_fetch(dockerfile, url, dest)
+    assert result.returncode == 0, result.stderr
+    assert "could not download" in result.stderr and len(list(dest.iterdir())) == 4
+
+
+def test_connector_download_refuses_a_corrupt_jar(dockerfile, maven, tmp_path):
+    url, root = maven
+    spark, scala = _installed_spark()
+    _publish_connector(root, spark, scala)
+    _publish(root, "org/apache/kafka", "kafka-clients", "3.9.2", b"tampered", sha1="0" * 40)
+    dest = tmp_path / "jars"
+    dest.mkdir()
+    result = _run_fetch(dockerfile, url, dest)
+    assert result.returncode != 0 and "SHA-1 mismatch for kafka-clients-3.9.2.jar" in result.stderr
+    assert not (dest / "kafka-clients-3.9.2.jar").exists()
+
+
+def test_connector_download_fails_on_a_missing_jar(dockerfile, maven, tmp_path):
+    url, root = maven
+    spark, scala = _installed_spark()
+    _publish_connector(root, spark, scala)
+    dest = tmp_path / "jars"
+    dest.mkdir()
+    result = _run_fetch(dockerfile, url, dest, pool="9.9.9")
+    assert result.returncode != 0 and "commons-pool2-9.9.9.jar" in result.stderr
+
+
+@pytest.mark.spark
+@pytest.mark.timeout(300)
+def test_connector_check_fails_where_the_connector_is_missing(dockerfile, tmp_path):
+    """The build's smoke check really checks: pyspark here has no Kafka connector, so it fails."""
+    if not shutil.which("java") and not os.environ.get("JAVA_HOME"):
+        pytest.skip("no Java runtime for Spark")
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
+    result = subprocess.run([sys.executable, "-c", heredoc(dockerfile, "CHECK_CONNECTOR")], env=env,
+                            capture_output=True, text=True, timeout=280, cwd=tmp_path)
+    assert result.returncode != 0
+    assert "KafkaSourceProvider" in result.stderr
+
+
+# --- scripts/compose-up.sh ----------------------------------------------------------------------
+
+FAKE_DOCKER = """#!/bin/sh
+echo "$*" >> "$FAKE_DOCKER_LOG"
+case "$1" in
+  info)
+    [ "$FAKE_DOCKER_INFO" = ok ] && exit 0
+    echo "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?" >&2
+    exit 1 ;;
+  compose)
+    [ "$2" = version ] && exit 0
+    exit "${FAKE_COMPOSE_STATUS:-0}" ;;
+esac
+exit 0
+"""
+
+
+@pytest.fixture
+def checkout(tmp_path):
+    """A copy of the files compose-up.sh uses, plus a fake `docker` first on PATH."""
+    repo = tmp_path / "repo"
+    (repo / "scripts").mkdir(parents=True)
+    shutil.copy2(COMPOSE_UP, repo / "scripts" / "compose-up.sh")
+    shutil.copy2(ENV_EXAMPLE, repo / ".env.example")
+    fakebin = tmp_path / "bin"
+    fakebin.mkdir()
+    docker = fakebin / "docker"
+    docker.write_text(FAKE_DOCKER)
+    docker.chmod(0o755)
+    log = tmp_path / "docker.log"
+    env = {**os.environ, "PATH": f"{fakebin}{os.pathsep}{os.environ['PATH']}", "FAKE_DOCKER_LOG": str(log),
+           "FAKE_DOCKER_INFO": "ok"}
+    env.pop("COMPOSE_PROFILES", None)
+    return repo, env, log
+
+
+def _compose_up(repo: Path, env: dict, *args: str):
+    return subprocess.run(["bash", str(repo / "scripts" / "compose-up.sh"), *args], env=env, cwd=repo.parent,
+                          capture_output=True, text=True, timeout=60)
+
+
+def _token(repo: Path) -> str:
+    return re.search(r"^JUPYTER_TOKEN=(.*)$", (repo / ".env").read_text(), re.M).group(1)
+
+
+def test_compose_up_exits_3_without_a_docker_engine(checkout):
+    repo, env, log = checkout
+    env["FAKE_DOCKER_INFO"] = "down"
+    result = _compose_up(repo, env)
+    assert result.returncode == 3
+    assert len(result.stderr.strip().splitlines()) == 1 and "docker info" in result.stderr
+    assert "Cannot connect to the Docker daemon" in result.stderr
+    assert not (repo / ".env").exists()
+    assert "compose" not in log.read_text()
+
+
+def test_compose_up_exits_3_without_docker_installed(checkout, tmp_path):
+    repo, env, _ = checkout
+    tools = [shutil.which(t) for t in ("bash", "dirname", "sed", "grep")]
+    dirs = {str(Path(t).parent) for t in tools if t}
+    if any((Path(d) / "docker").exists() for d in dirs) or len(dirs) == 0 or None in tools:
+        pytest.skip("the basic tools live beside a docker binary here")
+    env["PATH"] = os.pathsep.join(sorted(dirs))
+    result = _compose_up(repo, env)
+    assert result.returncode == 3 and len(result.stderr.strip().splitlines()) == 1
+    assert "no 'docker' command" in result.stderr
+
+
+def test_compose_up_writes_a_token_starts_and_prints_the_urls(checkout):
+    repo, env, log = checkout
+    result = _compose_up(repo, env, "--scale", "spark-worker=2")
+    assert result.returncode == 0, result.stderr
+    token = _token(repo)
+    assert re.fullmatch(r"[0-9a-f]{32}", token)
+    assert stat.S_IMODE((repo / ".env").stat().st_mode) == 0o600
+    calls = log.read_text().splitlines()
+    assert calls[0] == "info" and "compose up -d --build --wait --scale spark-worker=2" in calls
+    assert f"http://localhost:8888/lab?token={token}" in result.stdout
+    assert "http://localhost:8080" in result.stdout and "localhost:9092" in result.stdout
+    assert (repo / "notebooks").is_dir()
+    # The rest of .env.example is kept, and a second run keeps the token.
+    assert "GEN_RATE=50" in (repo / ".env").read_text()
+    assert _compose_up(repo, env).returncode == 0 and _token(repo) == token
+
+
+def test_compose_up_keeps_a_users_token_and_fills_an_empty_one(checkout):
+    repo, env, _ = checkout
+    (repo / ".env").write_text("GEN_RATE=7\nJUPYTER_TOKEN=mine\n")
+    assert _compose_up(repo, env).returncode == 0
+    assert _token(repo) == "mine" and "GEN_RATE=7" in (repo / ".env").read_text()
+    (repo / ".env").write_text("GEN_RATE=7\nJUPYTER_TOKEN=\n")
+    assert _compose_up(repo, env).returncode == 0
+    assert re.fullmatch(r"[0-9a-f]{32}", _token(repo))
+    (repo / ".env").write_text("GEN_RATE=7\n")
+    assert _compose_up(repo, env).returncode == 0
+    assert re.fullmatch(r"[0-9a-f]{32}", _token(repo))
+    assert (repo / ".env").read_text().count("JUPYTER_TOKEN=") == 1
+
+
+def test_compose_up_reports_a_failed_start_with_composes_status(checkout):
+    repo, env, _ = checkout
+    env["FAKE_COMPOSE_STATUS"] = "1"
+    result = _compose_up(repo, env)
+    assert result.returncode == 1 and "docker compose logs" in result.stderr
+    assert "?token=" not in result.stdout
+
+
+# --- With a real Docker engine ------------------------------------------------------------------
+
+@pytest.mark.docker
+def test_docker_compose_accepts_the_file(tmp_path):
+    docker = shutil.which("docker")
+    if not docker:
+        pytest.skip("no Docker engine reachable: no 'docker' command on PATH")
+    info = subprocess.run([docker, "info"], capture_output=True, text=True, timeout=60)
+    if info.returncode != 0:
+        reason = next((line.strip() for line in info.stderr.splitlines() if line.strip()), "no output")
+        pytest.skip(f"no Docker engine reachable: 'docker info' failed ({reason})")
+    if subprocess.run([docker, "compose", "version"], capture_output=True, timeout=60).returncode != 0:
+        pytest.skip("Docker Compose v2 ('docker compose') is not installed")
+    env = {k: v for k, v in os.environ.items() if k not in ("JUPYTER_TOKEN", "COMPOSE_PROFILES")}
+    with_token = tmp_path / "with-token.env"
+    with_token.write_text("JUPYTER_TOKEN=test-token\n")
+    base = [docker, "compose", "--project-directory", str(ROOT), "-f", str(COMPOSE_FILE)]
+    result = subprocess.run([*base, "--env-file", str(with_token), "--profile", "generators", "--profile", "ui",
+                             "config", "-q"], env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    without_token = tmp_path / "without-token.env"
+    without_token.write_text("GEN_RATE=5\n")
+    result = subprocess.run([*base, "--env-file", str(without_token), "config", "-q"], env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode != 0 and "JUPYTER_TOKEN" in result.stderr
