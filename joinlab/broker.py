@@ -58,8 +58,14 @@ def answers_as(bootstrap: str, cluster_id: str | None, timeout_s: float = 2.0) -
     from kafka import KafkaAdminClient
     from kafka.errors import KafkaConfigurationError, KafkaError
     unreachable = (KafkaError, OSError)
+    host, _, port = bootstrap.split(",")[0].rpartition(":")
     try:
-        admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=int(timeout_s * 1000))
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except OSError:
+        return False
+    try:
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=int(timeout_s * 1000),
+                                 bootstrap_timeout_ms=int(timeout_s * 1000))
     except KafkaConfigurationError:
         raise
     except unreachable:

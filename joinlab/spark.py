@@ -24,14 +24,15 @@ def session(app_name: str = "stream-join-lab", **conf: str) -> SparkSession:
     (a worker on another Python is the most common failure of PySpark labs)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    driver_host = os.environ.get("LAB_DRIVER_HOST", "127.0.0.1")  # a container name in Compose
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1" if driver_host == "127.0.0.1" else "0.0.0.0")
     builder = (SparkSession.builder.appName(app_name).master(spark_master())
                .config("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
                .config("spark.sql.shuffle.partitions", str(shuffle_partitions()))
                .config("spark.sql.session.timeZone", "UTC")
                .config("spark.ui.enabled", os.environ.get("LAB_SPARK_UI", "false"))
-               .config("spark.driver.bindAddress", "127.0.0.1")
-               .config("spark.driver.host", "127.0.0.1")
+               .config("spark.driver.bindAddress", "127.0.0.1" if driver_host == "127.0.0.1" else "0.0.0.0")
+               .config("spark.driver.host", driver_host)
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.chunkBase64String.enabled", "false"))
     for key, value in conf.items():

@@ -1,0 +1,63 @@
+"""The lab's Spark Kafka source and sink against a real broker and real Spark."""
+import json
+
+import pytest
+from pyspark.sql import functions as F
+
+from joinlab.spark import kafka_format, read_kafka, read_kafka_batch
+from joinlab.topics import create_topics, producer, read_topics
+
+pytestmark = pytest.mark.spark
+
+
+def produce(bootstrap, topic, n, partitions=3, headers=False):
+    create_topics(bootstrap, [topic], partitions=partitions)
+    p = producer(bootstrap)
+    for i in range(n):
+        p.send(topic, key=str(i).encode(), value=json.dumps({"i": i}).encode(), partition=i % partitions,
+               headers=[("h", str(i).encode())] if headers else None)
+    p.flush()
+
+
+def test_batch_read_has_the_official_columns_and_every_record(spark, bootstrap):
+    produce(bootstrap, "in", 2500)
+    df = read_kafka_batch(spark, bootstrap, ["in"])
+    assert df.columns == ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"]
+    rows = df.select("partition", "offset", F.col("value").cast("string").alias("v")).collect()
+    assert len(rows) == 2500
+    assert {(r.partition, r.offset) for r in rows} == {(i % 3, i // 3) for i in range(2500)}
+
+
+def test_headers_and_explicit_starting_offsets(spark, bootstrap):
+    produce(bootstrap, "in", 30, partitions=1, headers=True)
+    df = (spark.read.format(kafka_format(spark)).option("kafka.bootstrap.servers", bootstrap)
+          .option("subscribe", "in").option("includeHeaders", "true")
+          .option("startingOffsets", '{"in": {"0": 25}}').load())
+    rows = df.orderBy("offset").collect()
+    assert [r.offset for r in rows] == [25, 26, 27, 28, 29]
+    assert [(h.key, bytes(h.value)) for h in rows[0].headers] == [("h", b"25")]
+
+
+def test_stream_rate_limit_makes_several_batches_and_the_sink_writes_them_all(spark, bootstrap, tmp_path):
+    produce(bootstrap, "in", 1200)
+    create_topics(bootstrap, ["out"])
+    stream = read_kafka(spark, bootstrap, ["in"], max_offsets_per_trigger=250)
+    query = (stream.select(F.lit("out").alias("topic"), "key", "value").writeStream
+             .format(kafka_format(spark)).option("kafka.bootstrap.servers", bootstrap)
+             .option("checkpointLocation", str(tmp_path / "cp")).trigger(availableNow=True).start())
+    query.awaitTermination()
+    assert query.exception() is None
+    batches = [p for p in query.recentProgress if p["numInputRows"] > 0]
+    assert len(batches) >= 5 and all(p["numInputRows"] <= 250 + 3 for p in batches)
+    out = read_topics(bootstrap, ["out"])
+    assert sorted(json.loads(r.value)["i"] for r in out) == list(range(1200))
+
+
+def test_sink_topic_option_and_a_clear_error_without_any_topic(spark, bootstrap):
+    create_topics(bootstrap, ["dest"])
+    df = spark.createDataFrame([("k1", "v1"), ("k2", "v2")], "key string, value string")
+    (df.write.format(kafka_format(spark)).option("kafka.bootstrap.servers", bootstrap)
+     .option("topic", "dest").mode("append").save())
+    assert sorted(r.value for r in read_topics(bootstrap, ["dest"])) == [b"v1", b"v2"]
+    with pytest.raises(Exception, match="'topic' column or the 'topic' option"):
+        df.write.format(kafka_format(spark)).option("kafka.bootstrap.servers", bootstrap).mode("append").save()

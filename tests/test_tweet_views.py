@@ -1,0 +1,114 @@
+"""Tweet views end to end: generator -> Kafka -> Spark job -> Kafka -> verifier, real parts only."""
+import json
+
+import pytest
+
+import jobs.tweet_views as tv
+from generators.tweet_views import generate
+from joinlab import job as runner
+from joinlab.generate import Disorder, Record, send
+from joinlab.topics import create_topics, read_topics
+from joinlab.verify import verify
+from tests.conftest import wait_for
+
+pytestmark = pytest.mark.spark
+
+DISORDERS = {
+    "shuffled": dict(disorder=Disorder(delayed=0.5, max_delay_s=20, duplicates=0.1, malformed=0.02)),
+    "tweets-first": dict(disorder=Disorder(duplicates=0.05), tweets_first=True),
+}
+
+
+def run_to_end(spark, bootstrap, checkpoint, **kwargs):
+    query = runner.start(spark, tv, bootstrap, str(checkpoint), available_now=True, **kwargs)
+    query.awaitTermination()
+    assert query.exception() is None
+    return query
+
+
+def setup_topics(bootstrap):
+    create_topics(bootstrap, tv.INPUT_TOPICS + tv.OUTPUT_TOPICS)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("disorder", list(DISORDERS))
+def test_final_views_equal_the_batch_reference(spark, bootstrap, tmp_path, seed, disorder):
+    setup_topics(bootstrap)
+    send(bootstrap, generate(seed, 1500, **DISORDERS[disorder]), progress=False)
+    query = run_to_end(spark, bootstrap, tmp_path / "cp", max_offsets_per_trigger=400)
+    assert len([p for p in query.recentProgress if p["numInputRows"]]) >= 3, "want several micro-batches"
+    report = verify("tweet-views", bootstrap)
+    assert report.expected > 800
+    assert report.ok, "\n".join(report.lines())
+
+
+def record(topic, key, value: bytes) -> Record:
+    return Record(topic, str(key).encode(), value, "event")
+
+
+def send_json(bootstrap, topic, key, body):
+    send(bootstrap, [record(topic, key, json.dumps(body).encode())], progress=False)
+
+
+def views_of(bootstrap) -> list[dict]:
+    return [json.loads(r.value) for r in read_topics(bootstrap, [tv.VIEWS_TOPIC])]
+
+
+def test_a_user_update_after_n_tweets_re_emits_n_views_with_the_new_version(spark, bootstrap, tmp_path):
+    setup_topics(bootstrap)
+    at = "2026-01-01T00:00:00.000Z"
+    send_json(bootstrap, "users", 7, {"user_id": 7, "name": "Ann", "handle": "@ann", "version": 1, "event_time": at})
+    for t in range(12):
+        send_json(bootstrap, "tweets", t, {"tweet_id": t, "user_id": 7, "text": f"t{t}", "version": 1, "event_time": at})
+    run_to_end(spark, bootstrap, tmp_path / "cp")
+    assert len(views_of(bootstrap)) == 12
+    send_json(bootstrap, "users", 7, {"user_id": 7, "name": "Anne", "handle": "@anne", "version": 2, "event_time": at})
+    run_to_end(spark, bootstrap, tmp_path / "cp")
+    updated = [v for v in views_of(bootstrap) if v["author"]["version"] == 2]
+    assert sorted(v["tweet_id"] for v in updated) == list(range(12))
+    assert {v["author"]["name"] for v in updated} == {"Anne"}
+
+
+def test_restart_from_the_checkpoint_mid_stream_still_equals_the_reference(spark, bootstrap, tmp_path):
+    setup_topics(bootstrap)
+    send(bootstrap, generate(11, 3000, **DISORDERS["shuffled"]), progress=False)
+    query = runner.start(spark, tv, bootstrap, str(tmp_path / "cp"), max_offsets_per_trigger=300)
+    wait_for(lambda: query.lastProgress and query.lastProgress["batchId"] >= 2, 180, "three micro-batches")
+    query.stop()
+    resumed = run_to_end(spark, bootstrap, tmp_path / "cp")
+    assert resumed.recentProgress[0]["batchId"] >= 3, "the restart began again from batch 0"
+    report = verify("tweet-views", bootstrap)
+    assert report.ok, "\n".join(report.lines())
+
+
+BAD = {
+    "empty value": b"",
+    "malformed JSON": b'{"user_id": 1, "name": ',
+    "not a JSON object": b"[1, 2, 3]",
+    "missing field: handle": json.dumps({"user_id": 1, "name": "x", "version": 1,
+                                         "event_time": "2026-01-01T00:00:00Z"}).encode(),
+    "invalid field: version (expected bigint)": json.dumps({"user_id": 1, "name": "x", "handle": "@x",
+                                                            "version": "seven", "event_time": "2026-01-01T00:00:00Z"}).encode(),
+    "invalid field: event_time (expected timestamp)": json.dumps({"user_id": 1, "name": "x", "handle": "@x",
+                                                                  "version": 1, "event_time": "soon"}).encode(),
+    "invalid field: version (must be >= 1)": json.dumps({"user_id": 1, "name": "x", "handle": "@x",
+                                                         "version": 0, "event_time": "2026-01-01T00:00:00Z"}).encode(),
+}
+
+
+def test_each_kind_of_bad_record_is_dead_lettered_with_its_reason_and_valid_records_are_unaffected(
+        spark, bootstrap, tmp_path):
+    setup_topics(bootstrap)
+    good = generate(5, 600)
+    bad = [record("users", f"bad-{i}", value) for i, value in enumerate(BAD.values())]
+    send(bootstrap, good[:300] + bad + good[300:], progress=False)
+    run_to_end(spark, bootstrap, tmp_path / "cp", max_offsets_per_trigger=200)
+    letters = [json.loads(r.value) for r in read_topics(bootstrap, [tv.DEAD_LETTERS_TOPIC])]
+    assert sorted(letter["reason"] for letter in letters) == sorted(BAD)
+    sources = {(r.partition, r.offset): r.value for r in read_topics(bootstrap, ["users"])}
+    for letter in letters:
+        assert letter["job"] == "tweet-views" and letter["source_topic"] == "users"
+        original = sources[(letter["source_partition"], letter["source_offset"])]
+        assert original == BAD[letter["reason"]], "the dead letter must point at the record it rejected"
+    report = verify("tweet-views", bootstrap)
+    assert report.ok and report.expected > 300, "\n".join(report.lines())
