@@ -53,7 +53,9 @@ class TweetViewsProcessor(StatefulProcessor):
                 if author is None or row.version > author[0]:
                     author, author_changed = (row.version, row.name, row.handle, row.event_time), True
             else:
-                stored = changed.get(row.tweet_id) or self.tweets.getValue((row.tweet_id,))
+                stored = changed.get(row.tweet_id)
+                if stored is None and self.tweets.containsKey((row.tweet_id,)):  # getValue on a new key logs a WARN
+                    stored = self.tweets.getValue((row.tweet_id,))
                 if stored is None or row.version > stored[0]:
                     changed[row.tweet_id] = (row.version, row.text, row.event_time)
         if author_changed:

@@ -76,8 +76,7 @@ def cmd_demo(args) -> int:
 
 def cmd_bench(args) -> int:
     from joinlab import bench
-    bench.main(args.rest)
-    return 0
+    return bench.main(args.rest)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -126,7 +125,16 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    # `bench` and `generate PATTERN` hand every flag (--help too) to their own parsers.
+    if argv[:1] == ["bench"]:
+        return _run(argparse.Namespace(func=cmd_bench, rest=argv[1:]))
+    if argv[:1] == ["generate"] and len(argv) > 2 and argv[1] in patterns.PATTERNS:
+        return _run(argparse.Namespace(func=cmd_generate, pattern=argv[1], rest=argv[2:]))
+    return _run(parser().parse_args(argv))
+
+
+def _run(args) -> int:
     try:
         return args.func(args)
     except BrokerError as exc:
