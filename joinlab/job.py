@@ -1,6 +1,6 @@
 """Running a pattern's job: the same read -> build -> write for every pattern.
 
-A job module provides NAME-independent pieces only: INPUT_TOPICS, OUTPUT_TOPICS and
+A job module provides only its logic: INPUT_TOPICS, OUTPUT_TOPICS and
 `build(raw) -> DataFrame(topic, key, value)`; this module owns the I/O, checkpoint and trigger.
 """
 from __future__ import annotations

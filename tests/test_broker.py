@@ -33,7 +33,7 @@ def test_a_missing_binary_says_what_to_do(monkeypatch, tmp_path):
         broker.broker_binary()
 
 
-def test_cli_starts_reports_and_stops_the_background_broker(tmp_path, monkeypatch):
+def test_cli_starts_reports_and_stops_the_background_broker(tmp_path):
     env = {"LAB_HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
     run = lambda *args: subprocess.run([sys.executable, "-m", "joinlab", "broker", *args], env=env,
                                        capture_output=True, text=True, timeout=60)
