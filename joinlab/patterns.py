@@ -4,7 +4,7 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-PATTERNS = {"tweet-views": "tweet_views"}
+PATTERNS = {"tweet-views": "tweet_views", "car-pollution": "car_pollution"}
 
 
 def module_name(pattern: str) -> str:

@@ -1,0 +1,175 @@
+"""Pure-logic tests of the two car-pollution stages with pyspark's in-memory TwsTester: no Spark
+session, no broker. `Pipeline` routes stage 1's output to stage 2 by zone, as the query does."""
+import json
+import random
+from datetime import datetime, timezone
+
+import pytest
+from pyspark.sql import Row
+from pyspark.sql.streaming.tws_tester import TwsTester
+
+from generators.car_pollution import generate
+from joinlab.events import parse_time, validate
+from joinlab.generate import Disorder
+from jobs.car_pollution import ADD, ARRIVALS, DEL, READINGS, CarMovesProcessor, ZoneCarsProcessor
+from references import car_pollution as reference
+
+T = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+def arrival(car, zone, seq, fuel=50.0, at=T, plate=None):
+    return Row(entity="car", entity_id=car, car_id=car, plate=plate or f"P-{car}", to_zone_id=zone, fuel_level=fuel,
+               zone_id=None, pollution_level=None, seq=seq, event_time=at)
+
+
+def reading(zone, seq, level, at=T):
+    return Row(entity="zone", entity_id=zone, car_id=None, plate=None, to_zone_id=None, fuel_level=None,
+               zone_id=zone, pollution_level=level, seq=seq, event_time=at)
+
+
+class Pipeline:
+    """Stage 1 per (entity, id), then stage 2 per zone, one micro-batch at a time."""
+
+    def __init__(self):
+        self.moves, self.zones = TwsTester(CarMovesProcessor()), TwsTester(ZoneCarsProcessor())
+
+    def batch(self, rows) -> list[Row]:
+        ops: dict[int, list] = {}
+        for key in dict.fromkeys((r.entity, r.entity_id) for r in rows):
+            for op in self.moves.test(key, [r for r in rows if (r.entity, r.entity_id) == key]):
+                ops.setdefault(op.zone_id, []).append(op)
+        return [view for zone, zone_ops in ops.items() for view in self.zones.test(zone, zone_ops)]
+
+
+def cars_of(views, op=ADD):
+    return sorted(v.car_id for v in views if v.op == op)
+
+
+def test_a_car_in_a_zone_without_a_reading_is_emitted_with_null_pollution_then_re_emitted():
+    p = Pipeline()
+    [view] = p.batch([arrival(1, 7, 1)])
+    assert (view.op, view.zone_id, view.pollution_level) == (ADD, 7, None)
+    [view] = p.batch([reading(7, 1, 42.0)])
+    assert (view.car_id, view.pollution_level) == (1, 42.0)
+
+
+def test_a_zone_update_re_emits_exactly_the_cars_currently_in_it_including_cars_2_to_9_of_zone_1000():
+    """The original's range scan compared JSON-encoded (zone, car) keys as bytes: cars 2-9 of zone
+    1000 sorted after car 10..20 and outside the scanned range, so they were never found."""
+    p = Pipeline()
+    p.batch([arrival(car, 1000, 1) for car in range(1, 21)]
+            + [arrival(car, zone, 1) for car, zone in [(21, 100), (22, 10000), (23, 1), (24, 10001)]])
+    views = p.batch([reading(1000, 1, 80.5)])
+    assert cars_of(views) == list(range(1, 21))
+    assert {(v.zone_id, v.pollution_level) for v in views} == {(1000, 80.5)}
+
+
+def test_a_move_into_the_same_zone_keeps_the_car():
+    """The original emitted ADD then DEL for the same zone, and the car vanished."""
+    p = Pipeline()
+    p.batch([arrival(1, 5, 1)])
+    [view] = p.batch([arrival(1, 5, 2, fuel=40.0)])
+    assert (view.op, view.car_seq, view.fuel_level) == (ADD, 2, 40.0)
+    assert cars_of(p.batch([reading(5, 1, 10.0)])) == [1]
+    assert p.zones.peekMapState("cars", 5)[(1,)][:3] == (2, "P-1", 40.0)
+
+
+def test_a_move_emits_a_del_for_the_old_zone_and_the_old_zone_then_skips_the_car():
+    p = Pipeline()
+    p.batch([arrival(1, 5, 1), arrival(2, 5, 1), reading(5, 1, 10.0), reading(6, 1, 60.0)])
+    moved = p.batch([arrival(1, 6, 2)])
+    assert [(v.op, v.zone_id, v.car_seq) for v in sorted(moved, key=lambda v: v.op)] == [(ADD, 6, 2), (DEL, 5, 1)]
+    assert [v.pollution_level for v in moved if v.op == ADD] == [60.0]
+    assert cars_of(p.batch([reading(5, 2, 11.0)])) == [2]
+    assert cars_of(p.batch([reading(6, 2, 61.0)])) == [1]
+
+
+def test_stale_and_duplicate_events_are_ignored():
+    p = Pipeline()
+    p.batch([arrival(1, 6, 3), reading(6, 5, 99.0)])
+    assert p.batch([arrival(1, 5, 2), arrival(1, 6, 3), reading(6, 4, 1.0), reading(6, 5, 99.0)]) == []
+    assert p.moves.peekValueState("car", ("car", 1)) == (3, 6)
+
+
+def test_a_car_moving_twice_within_one_batch_lands_in_the_last_zone_only():
+    p = Pipeline()
+    p.batch([arrival(1, 5, 1)])
+    views = p.batch([arrival(1, 7, 3), arrival(1, 6, 2)])
+    assert sorted((v.op, v.zone_id) for v in views) == [(ADD, 7), (DEL, 5)]
+    assert p.zones.peekMapState("cars", 6) == {}
+
+
+def _rows(records):
+    """Valid input records as the stage-1 rows the query builds (duplicates included)."""
+    rows = []
+    for record in records:
+        schema = {ARRIVALS.topic: ARRIVALS, READINGS.topic: READINGS}[record.topic]
+        event = validate(schema, record.value)[0]
+        if event is None:
+            continue
+        at = parse_time(event["event_time"])
+        rows.append(arrival(event["car_id"], event["to_zone_id"], event["seq"], event["fuel_level"], at, event["plate"])
+                    if schema is ARRIVALS else reading(event["zone_id"], event["seq"], event["pollution_level"], at))
+    return rows
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_random_batches_of_disordered_events_converge_to_the_reference(seed):
+    records = generate(seed, 600, disorder=Disorder(delayed=0.5, max_delay_s=30, duplicates=0.1, malformed=0.02))
+    rows, rng, p, views = _rows(records), random.Random(seed), Pipeline(), []
+    while rows:
+        size = rng.randint(1, 120)
+        views += p.batch(rows[:size])
+        rows = rows[size:]
+    last = {}
+    for v in views:
+        candidate = reference.parse_output(json.dumps(v.asDict(), default=str).encode())
+        if v.car_id not in last or reference.version(candidate) > reference.version(last[v.car_id]):
+            last[v.car_id] = candidate
+    assert last == reference.expected(records)
+
+
+# --- The generator ------------------------------------------------------------------------------
+
+def _events(records):
+    return [(r, json.loads(r.value)) for r in records if r.kind == "event"]
+
+
+def test_the_generator_is_seeded_and_every_record_is_keyed_by_its_entity():
+    assert generate(3, 400) == generate(3, 400) != generate(4, 400)
+    for record, body in _events(generate(3, 400)):
+        entity = body["car_id"] if record.topic == ARRIVALS.topic else body["zone_id"]
+        assert record.key == str(entity).encode()
+
+
+def test_seqs_count_1_to_n_per_car_and_zone_in_event_time_order():
+    seen: dict = {}
+    for record, body in _events(generate(5, 2000)):  # no disorder: arrival order is event-time order
+        entity = (record.topic, body.get("car_id", body.get("zone_id")))
+        assert body["seq"] == seen.get(entity, 0) + 1
+        seen[entity] = body["seq"]
+
+
+def test_fleet_zones_readings_and_same_zone_moves_follow_the_knobs():
+    events = _events(generate(6, 3000, cars=100, zones=40, readings=0.25, same_zone=0.2))
+    arrivals = [b for r, b in events if r.topic == ARRIVALS.topic]
+    assert {b["car_id"] for b in arrivals} == set(range(1, 101))
+    assert {b["to_zone_id"] for b in arrivals} == set(range(1, 41)), "ids of 1 and 2 digits, every zone used"
+    assert len(events) - len(arrivals) == 750
+    last, same = {}, 0
+    for b in arrivals:
+        same += last.get(b["car_id"]) == b["to_zone_id"]
+        last[b["car_id"]] = b["to_zone_id"]
+    assert 0.15 < same / (len(arrivals) - 100) < 0.3
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--count", "10", "--cars", "50"], "cars must be between 1 and"),
+    (["--readings", "1.5"], "--readings must be in [0, 1)"),
+    (["--delayed", "0.2"], "--delayed needs --max-delay"),
+])
+def test_generator_cli_errors_say_what_to_do(argv, message, capsys):
+    from generators.car_pollution import main
+    with pytest.raises(SystemExit):
+        main(argv + ["--bootstrap", "127.0.0.1:1"])
+    assert message in capsys.readouterr().err
