@@ -71,7 +71,16 @@ def cmd_verify(args) -> int:
 
 def cmd_demo(args) -> int:
     from joinlab.demo import run_demo
-    return run_demo(args.pattern, seed=args.seed, count=args.count)
+    chosen = list(patterns.PATTERNS) if "all" in args.patterns else args.patterns or [next(iter(patterns.PATTERNS))]
+    failed = [p for p in chosen if run_demo(p, seed=args.seed, count=args.count) != 0]
+    if len(chosen) > 1:
+        print(f"\ndemo: {len(chosen) - len(failed)} of {len(chosen)} patterns verified"
+              + (f"; FAILED: {', '.join(failed)}" if failed else ""))
+    return 1 if failed else 0
+
+
+def cmd_compare(args) -> int:
+    return patterns.alternatives(args.pattern).main(args.rest)
 
 
 def cmd_bench(args) -> int:
@@ -113,10 +122,17 @@ def parser() -> argparse.ArgumentParser:
     v.set_defaults(func=cmd_verify)
 
     d = sub.add_parser("demo", help="generate, run until caught up, verify - on a fresh embedded broker")
-    d.add_argument("pattern", nargs="?", default=names[0], choices=names)
+    d.add_argument("patterns", nargs="*", metavar="PATTERN", choices=names + ["all"],
+                   help=f"one or more of: {', '.join(names)}, or all (default {names[0]})")
     d.add_argument("--seed", type=int, default=7)
     d.add_argument("--count", type=int, default=20000, help="events to generate (default 20000)")
     d.set_defaults(func=cmd_demo)
+
+    c = sub.add_parser("compare", help="a pattern's simpler designs against its job, on the same events "
+                                       "(see `joinlab compare car-pollution --help`)", add_help=False)
+    c.add_argument("pattern", choices=names)
+    c.add_argument("rest", nargs=argparse.REMAINDER)
+    c.set_defaults(func=cmd_compare)
 
     n = sub.add_parser("bench", help="print the benchmark table", add_help=False)
     n.add_argument("rest", nargs=argparse.REMAINDER)
@@ -129,6 +145,8 @@ def main(argv: list[str] | None = None) -> int:
     # `bench` and `generate PATTERN` hand every flag (--help too) to their own parsers.
     if argv[:1] == ["bench"]:
         return _run(argparse.Namespace(func=cmd_bench, rest=argv[1:]))
+    if argv[:1] == ["compare"] and len(argv) > 1 and argv[1] in patterns.PATTERNS:
+        return _run(argparse.Namespace(func=cmd_compare, pattern=argv[1], rest=argv[2:]))
     if argv[:1] == ["generate"] and len(argv) > 2 and argv[1] in patterns.PATTERNS:
         return _run(argparse.Namespace(func=cmd_generate, pattern=argv[1], rest=argv[2:]))
     return _run(parser().parse_args(argv))

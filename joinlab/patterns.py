@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from types import ModuleType
 
 PATTERNS = {"tweet-views": "tweet_views", "car-pollution": "car_pollution"}
@@ -24,6 +25,15 @@ def generator(pattern: str) -> ModuleType:
 
 def reference(pattern: str) -> ModuleType:
     return importlib.import_module(f"references.{module_name(pattern)}")
+
+
+def alternatives(pattern: str) -> ModuleType:
+    """The pattern's comparison of simpler designs (references/<module>_alternatives.py)."""
+    try:
+        return importlib.import_module(f"references.{module_name(pattern)}_alternatives")
+    except ModuleNotFoundError:
+        have = [p for p, m in PATTERNS.items() if importlib.util.find_spec(f"references.{m}_alternatives")]
+        raise SystemExit(f"{pattern} has no comparison of alternatives; these do: {', '.join(have)}") from None
 
 
 def all_topics(pattern: str) -> list[str]:

@@ -126,3 +126,28 @@ def tweet_views_job(spark, bootstrap: str, n: int, checkpoint: Path, timeout_s: 
             f"{written[tweet_views.DEAD_LETTERS_TOPIC]} dead letters")
     return Measurement("3  tweet-views job (Spark)", n, end - start, note)
 
+
+
+# --- Step 3b: the other patterns' jobs, each on its own events ---------------------------------
+
+def pattern_job(spark, pattern: str, bootstrap: str, seed: int, count: int, checkpoint: Path,
+                timeout_s: float, row: str = "3b") -> Measurement:
+    """Produce `count` seeded events of `pattern` (not timed) to its own topics, then run its job
+    availableNow over them, as step 3 does for tweet views. events/s = input records / wall time."""
+    from joinlab import patterns
+    from joinlab.generate import send
+    from joinlab.job import start as start_job
+    from joinlab.topics import create_topics
+    job = patterns.job(pattern)
+    create_topics(bootstrap, patterns.all_topics(pattern))
+    if any(e > 0 for _, e in read_ranges(bootstrap, job.INPUT_TOPICS).values()):
+        raise BenchError(f"step 3 ({pattern}): its input topics already hold records; run on a fresh broker")
+    n = send(bootstrap, patterns.generator(pattern).generate(seed, count), progress=False)
+    before = read_ranges(bootstrap, job.OUTPUT_TOPICS)
+    start = time.monotonic()
+    query = start_job(spark, job, bootstrap, str(checkpoint), available_now=True, name=f"bench-{pattern}")
+    end = _run_to_end(query, timeout_s, f"step 3 ({pattern} job)")
+    after = read_ranges(bootstrap, job.OUTPUT_TOPICS)
+    written = sum(after[k][1] - before.get(k, (0, 0))[1] for k in after)
+    note = f"own events, availableNow, {len(query.recentProgress)} batch(es); {written} records out"
+    return Measurement(f"{row} {pattern} job (Spark)", n, end - start, note)
