@@ -7,9 +7,14 @@ LAB := $(VENV)/bin/joinlab
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 PATTERN ?= tweet-views
 PYTEST_ARGS ?=
+ARGS ?=
+SERVICE ?=
+GENERATORS ?=
+NATIVE_FLAGS = $(if $(filter-out 0 no false,$(GENERATORS)),--generators)
 
 .DEFAULT_GOAL := help
-.PHONY: help install check-java demo test bench broker-start broker-stop broker-status verify clean
+.PHONY: help install check-java demo test bench broker-start broker-stop broker-status verify \
+	up up-native down ps logs reset clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-15s %s\n", $$1, $$2}'
@@ -17,7 +22,7 @@ help: ## List the targets
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "Python 3.10+ is required (found " + sys.version.split()[0] + ")")'
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test,lab]'
 	@rm -f $(VENV)/.installed-* && touch $@
 
 install: $(STAMP) ## Create .venv and install the lab (runs by itself before every target)
@@ -46,6 +51,29 @@ broker-status: $(STAMP) ## Show whether the embedded broker runs, and where
 verify: $(STAMP) ## Verify PATTERN's output topic against its batch reference
 	$(LAB) verify $(PATTERN)
 
+up: $(STAMP) ## Start the lab: Docker Compose if Docker runs (ARGS="--scale spark-worker=2"), else up-native
+	@bash scripts/compose-up.sh $(ARGS); status=$$?; \
+	if [ $$status -eq 0 ]; then mkdir -p "$${LAB_HOME:-.lab}" && echo compose > "$${LAB_HOME:-.lab}/stack"; \
+	elif [ $$status -eq 3 ]; then echo "make up: falling back to the same lab as local processes (make up-native)"; \
+		bash scripts/check-java.sh && $(LAB) lab up $(NATIVE_FLAGS); \
+	else exit $$status; fi
+
+up-native: $(STAMP) check-java ## Start broker, topics, Spark master + worker, JupyterLab as local processes (GENERATORS=1 adds generators)
+	$(LAB) lab up $(NATIVE_FLAGS)
+
+down: $(STAMP) ## Stop whichever lab `make up` started (Compose or native) and wait until it is gone
+	$(LAB) lab down
+
+ps: $(STAMP) ## List the lab's services: state, pid, URL
+	@$(LAB) lab ps
+
+logs: $(STAMP) ## Follow the services' logs (SERVICE=spark-worker for one)
+	@$(LAB) lab logs $(if $(SERVICE),--service $(SERVICE))
+
+reset: $(STAMP) ## Stop the lab and delete its state: ./.lab (checkpoints, logs) and Compose volumes
+	-$(LAB) lab down --volumes
+	rm -rf .lab
+
 clean: ## Remove the virtualenv and all local lab state (.lab/)
-	-$(LAB) broker stop 2>/dev/null
+	-$(LAB) lab down 2>/dev/null
 	rm -rf $(VENV) .lab

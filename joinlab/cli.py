@@ -1,4 +1,4 @@
-"""`joinlab`: the lab's command line (broker, topics, generate, run, verify, demo, bench)."""
+"""`joinlab`: the lab's command line (broker, topics, generate, run, verify, demo, bench, lab)."""
 from __future__ import annotations
 
 import argparse
@@ -88,6 +88,24 @@ def cmd_bench(args) -> int:
     return bench.main(args.rest)
 
 
+def cmd_lab(args) -> int:
+    from joinlab.stack import StackError, lab
+    try:
+        if args.action == "up":
+            return lab.up(generators=args.generators, rate=args.rate, duration=args.duration)
+        if args.action == "down":
+            return lab.down(args.services, volumes=args.volumes)
+        if args.action == "ps":
+            return lab.ps()
+        if args.action == "logs":
+            return lab.logs(args.service, lines=args.lines, follow=not args.no_follow)
+        lab.generate(args.pattern, args.rate, count=args.count, duration=args.duration, extra_args=args.rest)
+        return 0
+    except StackError as exc:
+        print(f"joinlab lab {args.action}: {exc}", file=sys.stderr)
+        return 2
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="joinlab", description="Stream Join Lab: stream-join patterns on Kafka and Spark.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -128,6 +146,30 @@ def parser() -> argparse.ArgumentParser:
     d.add_argument("--count", type=int, default=20000, help="events to generate (default 20000)")
     d.set_defaults(func=cmd_demo)
 
+    lab = sub.add_parser("lab", help="the lab without Docker: broker, Spark master and worker, JupyterLab "
+                                     "(up, down, ps, logs, generate)")
+    lab_sub = lab.add_subparsers(dest="action", required=True)
+    up = lab_sub.add_parser("up", help="start every service (or report that it runs) and print the URLs")
+    up.add_argument("--generators", action="store_true", help="also start every pattern's generator")
+    up.add_argument("--rate", type=float, help="generator events per second (default $GEN_RATE or 50)")
+    up.add_argument("--duration", type=float, help="generator seconds (default $GEN_DURATION or 3600)")
+    down = lab_sub.add_parser("down", help="stop everything (or the named services) and wait until it is gone")
+    down.add_argument("services", nargs="*", metavar="SERVICE", help="only these, e.g. gen-tweet-views")
+    down.add_argument("--volumes", action="store_true", help="with Docker Compose: also delete its volumes")
+    lab_sub.add_parser("ps", help="a table of the services: state, pid, URL")
+    logs = lab_sub.add_parser("logs", help="follow the services' log files")
+    logs.add_argument("--service", help="only this service's log (e.g. spark-worker)")
+    logs.add_argument("-n", "--lines", type=int, default=50, help="lines of history (default 50)")
+    logs.add_argument("--no-follow", action="store_true", help="print and exit")
+    gen = lab_sub.add_parser("generate", help="run a pattern's generator in the background against the broker",
+                             epilog="Other flags go to the generator (`joinlab generate PATTERN --help`).")
+    gen.add_argument("pattern", choices=names)
+    gen.add_argument("--rate", type=float, help="events per second (default $GEN_RATE or 50)")
+    size = gen.add_mutually_exclusive_group()
+    size.add_argument("--count", type=int, help="events to send, then exit")
+    size.add_argument("--duration", type=float, help="seconds to send for (default $GEN_DURATION or 3600)")
+    lab.set_defaults(func=cmd_lab)
+
     c = sub.add_parser("compare", help="a pattern's simpler designs against its job, on the same events "
                                        "(see `joinlab compare car-pollution --help`)", add_help=False)
     c.add_argument("pattern", choices=names)
@@ -149,7 +191,12 @@ def main(argv: list[str] | None = None) -> int:
         return _run(argparse.Namespace(func=cmd_compare, pattern=argv[1], rest=argv[2:]))
     if argv[:1] == ["generate"] and len(argv) > 2 and argv[1] in patterns.PATTERNS:
         return _run(argparse.Namespace(func=cmd_generate, pattern=argv[1], rest=argv[2:]))
-    return _run(parser().parse_args(argv))
+    args, extra = parser().parse_known_args(argv)
+    if args.command == "lab" and args.action == "generate":
+        args.rest = extra  # `lab generate` hands unknown flags to the generator
+    elif extra:
+        parser().error(f"unrecognized arguments: {' '.join(extra)}")
+    return _run(args)
 
 
 def _run(args) -> int:

@@ -18,8 +18,13 @@ def topic_partitions() -> int:
 
 
 def spark_master() -> str:
-    """$SPARK_MASTER, or a local master with every core."""
-    return os.environ.get("SPARK_MASTER", "local[*]")
+    """$SPARK_MASTER; else the native stack's standalone master while it runs (`make up-native`,
+    found through its state file under lab_home()); else a local master with every core."""
+    configured = os.environ.get("SPARK_MASTER")
+    if configured:
+        return configured
+    from joinlab.stack import running_master_url
+    return running_master_url() or "local[*]"
 
 
 def shuffle_partitions() -> int:

@@ -1,0 +1,245 @@
+"""`joinlab lab up|down|ps|logs|generate`: start, inspect and stop the native stack as one thing.
+
+Why a marker file ($LAB_HOME/stack): `make up` may have started the Docker Compose stack instead
+(when Docker runs), and `make down`, `make ps` and `make logs` must act on whichever one it was.
+`up` is idempotent (it reports what already runs), checks every port before starting anything,
+and stops what it started if a service does not become healthy.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from joinlab import broker, patterns
+from joinlab.config import lab_home
+from joinlab.stack import procs, services, settings
+from joinlab.stack.procs import Service, StackError
+from joinlab.stack.services import JUPYTER, MASTER, WORKER
+
+CORE = [MASTER, WORKER, JUPYTER]
+
+
+def marker() -> str:
+    path = lab_home() / "stack"
+    return path.read_text().strip() if path.exists() else ""
+
+
+def _mark(kind: str | None) -> None:
+    path = lab_home() / "stack"
+    if kind:
+        path.write_text(kind + "\n")
+    else:
+        path.unlink(missing_ok=True)
+
+
+def _joinlab() -> str:
+    exe = Path(sys.executable).parent / "joinlab"
+    try:
+        return str(exe.relative_to(Path.cwd()))
+    except ValueError:
+        return str(exe)
+
+
+def up(generators: bool = False, rate: float | None = None, duration: float | None = None, out=print) -> int:
+    timeout_s = float(settings.setting("LAB_UP_TIMEOUT", "180"))
+    current = {name: procs.load(name) for name in CORE}
+    running = {name for name, service in current.items() if procs.is_running(service)}
+    if WORKER in running and MASTER not in running:  # registered with a master that is gone
+        procs.stop([current[WORKER]])
+        running.discard(WORKER)
+    existing_broker = broker.running_broker()
+    settings.check_free(([] if existing_broker else ["broker"])
+                        + ([] if MASTER in running else ["master", "master-ui"])
+                        + ([] if WORKER in running else ["worker-ui"])
+                        + ([] if JUPYTER in running else ["jupyter"]))
+    token = current[JUPYTER].extra["token"] if JUPYTER in running else settings.jupyter_token()
+    notebooks = settings.notebook_dir()
+    _mark("native")
+    started: list[Service] = []
+    started_broker = False
+    began = time.monotonic()
+
+    def report(name: str, service_pid: int, was_running: bool) -> None:
+        out(f"  {name:<19}{'already running' if was_running else 'started'} (pid {service_pid})")
+
+    try:
+        out(f"Starting the native lab stack (state and logs in {lab_home()}):")
+        if existing_broker:
+            info = existing_broker
+        else:
+            info = broker.start_background(settings.port("broker"))
+            started_broker = True
+        report("broker", info.pid, bool(existing_broker))
+        from joinlab.topics import create_topics
+        for pattern in patterns.PATTERNS:
+            create_topics(info.bootstrap_servers, patterns.all_topics(pattern))
+        out(f"  {'topics':<19}ready for {', '.join(patterns.PATTERNS)}")
+
+        master = current[MASTER] if MASTER in running else services.start_master()
+        jupyter = current[JUPYTER] if JUPYTER in running else services.start_jupyter(token, notebooks)
+        started += [s for s in (master, jupyter) if s.name not in running]
+        services.wait_healthy(master, lambda: services.master_healthy(master), timeout_s, "answering")
+        report(MASTER, master.pid, MASTER in running)
+        if WORKER in running:
+            worker = current[WORKER]
+        else:
+            worker = services.start_worker(master)
+            started.append(worker)
+        services.wait_healthy(worker, lambda: services.worker_registered(worker), timeout_s,
+                              "registered with the master (ALIVE)")
+        report(WORKER, worker.pid, WORKER in running)
+        services.wait_healthy(jupyter, lambda: services.jupyter_healthy(jupyter), timeout_s,
+                              "answering /api/status with its token")
+        report(JUPYTER, jupyter.pid, JUPYTER in running)
+        if generators:
+            for pattern in patterns.PATTERNS:
+                existing = procs.load(services.gen_name(pattern))
+                if procs.is_running(existing):
+                    report(existing.name, existing.pid, True)
+                else:
+                    started.append(generate(pattern, rate, duration=duration, out=out))
+    except BaseException:
+        procs.stop(started)
+        if started_broker:
+            broker.stop_background()
+        raise
+    out(f"Healthy after {time.monotonic() - began:.1f} s.\n")
+    summary(info.bootstrap_servers, master, worker, jupyter, out)
+    return 0
+
+
+def summary(bootstrap: str, master: Service, worker: Service, jupyter: Service, out=print) -> None:
+    pattern = next(iter(patterns.PATTERNS))
+    lab = _joinlab()
+    out("Stream Join Lab is up (native processes, all on 127.0.0.1):")
+    out(f"  Kafka bootstrap   {bootstrap}")
+    out(f"  Spark master      {master.url}   web UI {master.extra['ui']}")
+    out(f"  Spark worker UI   {worker.url}")
+    out(f"  JupyterLab        {jupyter.url}/lab?token={jupyter.extra['token']}")
+    out(f"Run a job on the master:  {lab} run {pattern}   (jobs and notebooks use {master.url} while it runs;")
+    out("                          SPARK_MASTER=local[*] runs one in-process instead)")
+    out(f"Events at a rate:         {lab} lab generate {pattern} --rate 50")
+    out("`make ps` lists the services, `make logs SERVICE=spark-worker` follows a log, `make down` stops all.")
+
+
+def generate(pattern: str, rate: float | None = None, count: int | None = None, duration: float | None = None,
+             extra_args: list[str] | None = None, out=print) -> Service:
+    """One pattern's generator in the background, against the running broker."""
+    name = services.gen_name(pattern)
+    patterns.module_name(pattern)  # unknown pattern: a message that lists the known ones
+    existing = procs.load(name)
+    if procs.is_running(existing):
+        raise StackError(f"{name} already runs (pid {existing.pid}); stop it with `joinlab lab down {name}`")
+    rate = rate or float(settings.setting("GEN_RATE", "50"))
+    if count is None:
+        duration = duration or float(settings.setting("GEN_DURATION", "3600"))
+    gen = services.start_generator(pattern, broker.bootstrap_servers(), rate, count=count, duration=duration,
+                                   extra_args=extra_args)
+    size = f"{count} events" if count else f"for {duration:.0f} s"
+    out(f"  {name:<19}started (pid {gen.pid}): {rate:g} events/s {size}, log {gen.log}")
+    return gen
+
+
+def down(names: list[str] | None = None, volumes: bool = False, out=print) -> int:
+    """Stop the named services, or everything: the Compose stack if `make up` started it, and every
+    native service (generators, JupyterLab, Spark, broker)."""
+    status = 0
+    if not names and marker() == "compose":
+        status = _compose(["down", *(["-v"] if volumes else [])], out)
+    began = time.monotonic()
+    known = procs.names()
+    unknown = [n for n in names or [] if n not in known and n != "broker"]
+    if unknown:
+        raise StackError(f"no service {', '.join(unknown)} in {lab_home() / 'run'}; known: broker, {', '.join(known)}")
+    targets = [s for s in (procs.load(n) for n in known if not names or n in names) if s]
+    live = [s for s in targets if procs.is_running(s)]
+    procs.stop(targets)
+    stopped = [f"{s.name} (pid {s.pid})" for s in live]
+    if not names or "broker" in names:
+        info = broker.stop_background()
+        if info:
+            stopped.append(f"broker (pid {info.pid})")
+        if not names and status == 0:
+            _mark(None)
+    out(f"stopped {', '.join(stopped)} in {time.monotonic() - began:.1f} s" if stopped
+        else "no native lab service was running")
+    return status
+
+
+def rows() -> list[tuple[str, str, str, str]]:
+    """(service, state, pid, url) for the broker, Spark, JupyterLab and any generator."""
+    table = []
+    info = broker.running_broker()
+    state_file = lab_home() / "broker.json"
+    table.append(("broker", "healthy" if info else ("exited" if state_file.exists() else "stopped"),
+                  str(info.pid) if info else "-", info.bootstrap_servers if info else ""))
+    for name in CORE + [n for n in procs.names() if n not in CORE]:
+        service = procs.load(name)
+        if service is None:
+            table.append((name, "stopped", "-", ""))
+            continue
+        if not procs.is_running(service):
+            table.append((name, "exited", "-", service.url))
+            continue
+        check = {MASTER: services.master_healthy, WORKER: services.worker_registered,
+                 JUPYTER: lambda s: services.jupyter_status(s, True) == 200}.get(name)
+        state = "running" if check is None else ("healthy" if check(service) else "starting")
+        url = service.url + (f"  (web UI {service.extra['ui']})" if name == MASTER else "")
+        table.append((name, state, str(service.pid), url))
+    return table
+
+
+def ps(out=print) -> int:
+    if marker() == "compose":
+        out("`make up` started the Docker Compose stack:")
+        _compose(["ps"], out)
+    table = rows()
+    width = max(len(r[0]) for r in table) + 2
+    out(f"{'SERVICE':<{width}}{'STATE':<10}{'PID':<9}URL")
+    for name, state, pid, url in table:
+        out(f"{name:<{width}}{state:<10}{pid:<9}{url}")
+    if all(r[1] == "stopped" for r in table):
+        out("Nothing runs; start the lab with `make up` (or `make up-native`).")
+    return 0
+
+
+def log_files() -> dict[str, Path]:
+    files = {p.stem: p for p in sorted(procs.logs_dir().glob("*.log"))}
+    info = broker.running_broker()
+    broker_log = Path(info.log_path) if info else lab_home() / "broker.log"
+    if broker_log.exists():
+        files = {"broker": broker_log, **files}
+    return files
+
+
+def logs(service: str | None = None, lines: int = 50, follow: bool = True, out=print) -> int:
+    if marker() == "compose":
+        return _compose(["logs", "--tail", str(lines), *(["-f"] if follow else []), *([service] if service else [])],
+                        out)
+    files = log_files()
+    if service and service not in files:
+        raise StackError(f"no log for {service!r}; logs exist for: {', '.join(files) or 'nothing yet'}")
+    chosen = [files[service]] if service else list(files.values())
+    if not chosen:
+        out(f"no logs yet in {procs.logs_dir()}; start the lab with `make up`")
+        return 0
+    if follow:
+        sys.stdout.flush()
+        os.execvp("tail", ["tail", "-n", str(lines), "-F", *map(str, chosen)])
+    for path in chosen:
+        out(f"==> {path} <==")
+        out(services.tail(str(path), lines, indent=""))
+    return 0
+
+
+def _compose(args: list[str], out) -> int:
+    cmd = ["docker", "compose", *args]
+    out(f"$ {' '.join(cmd)}")
+    try:
+        return subprocess.run(cmd, cwd=settings.project_dir()).returncode
+    except OSError as exc:
+        out(f"could not run docker compose ({exc}); is Docker still installed?")
+        return 1

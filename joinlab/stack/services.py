@@ -1,0 +1,174 @@
+"""The native stack's services: how each one starts, and how we know it is usable.
+
+A service is healthy when it answers, not when its process exists: the Spark master when its
+JSON shows our worker ALIVE, JupyterLab when /api/status answers 200 with the token *and* 403
+without it (a Jupyter config that disables the token fails `make up` instead of going unnoticed).
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from joinlab.config import lab_home
+from joinlab.stack import procs
+from joinlab.stack.procs import Service, StackError
+from joinlab.stack.settings import HOST, port, setting
+
+MASTER, WORKER, JUPYTER = "spark-master", "spark-worker", "jupyter"
+MASTER_CLASS = "org.apache.spark.deploy.master.Master"
+WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
+
+
+def spark_home() -> str:
+    from pyspark.find_spark_home import _find_spark_home  # what pyspark itself uses
+    return _find_spark_home()
+
+
+def base_env() -> dict[str, str]:
+    """Every service: absolute LAB_HOME (JupyterLab runs in notebooks/), this venv first on PATH,
+    executors on this interpreter, Spark bound to loopback."""
+    env = dict(os.environ)
+    env.update(LAB_HOME=str(lab_home()), SPARK_HOME=spark_home(), SPARK_LOCAL_IP=HOST,
+               PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
+               PATH=os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")]))
+    return env
+
+
+def http(url: str, token: str | None = None, timeout_s: float = 2.0) -> tuple[int, bytes]:
+    """(status, body); status 0 when nothing answers. Redirects are not followed."""
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args, **kwargs):
+            return None
+    request = urllib.request.Request(url, headers={"Authorization": f"token {token}"} if token else {})
+    try:
+        with urllib.request.build_opener(NoRedirect).open(request, timeout=timeout_s) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, b""
+    except (OSError, ValueError):
+        return 0, b""
+
+
+def master_state(ui_url: str) -> dict | None:
+    status, body = http(f"{ui_url}/json/")
+    try:
+        return json.loads(body) if status == 200 else None
+    except ValueError:
+        return None
+
+
+def wait_healthy(service: Service, check, timeout_s: float, what: str) -> None:
+    """Poll `check()` until true; fail early if the process exits, late with the log's last lines."""
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        exited = not procs.is_running(service)
+        if exited or time.monotonic() > deadline:
+            why = "exited" if exited else f"was not {what} within {timeout_s:.0f}s"
+            raise StackError(f"{service.name} {why}. Its log, {service.log}, ends with:\n{tail(service.log, 15)}")
+        time.sleep(0.2)
+
+
+def tail(path: str, lines: int, indent: str = "  ") -> str:
+    try:
+        text = Path(path).read_text(errors="replace").splitlines()
+    except OSError:
+        return f"{indent}(no log)"
+    return "\n".join(indent + line for line in text[-lines:])
+
+
+# --- Spark standalone --------------------------------------------------------------------------
+
+def start_master() -> Service:
+    rpc, ui = port("master"), port("master-ui")
+    worker_cores = cores()
+    env = base_env()
+    # No REST submission server (an extra port nobody uses here); a taken port fails instead of
+    # silently moving; apps without spark.cores.max take half the worker, so a notebook and a job
+    # can run side by side.
+    env["SPARK_MASTER_OPTS"] = " ".join([
+        env.get("SPARK_MASTER_OPTS", ""), "-Dspark.master.rest.enabled=false", "-Dspark.port.maxRetries=0",
+        f"-Dspark.deploy.defaultCores={setting('LAB_SPARK_APP_CORES', str(max(1, worker_cores // 2)))}"]).strip()
+    cmd = [f"{spark_home()}/bin/spark-class", MASTER_CLASS, "--host", HOST, "--port", str(rpc),
+           "--webui-port", str(ui)]
+    return procs.spawn(MASTER, cmd, MASTER_CLASS, env, url=f"spark://{HOST}:{rpc}",
+                       extra={"ui": f"http://{HOST}:{ui}"})
+
+
+def master_healthy(master: Service) -> bool:
+    state = master_state(master.extra["ui"])
+    return bool(state) and state.get("status") == "ALIVE"
+
+
+def cores() -> int:
+    return int(setting("SPARK_WORKER_CORES", str(os.cpu_count() or 2)))
+
+
+def start_worker(master: Service) -> Service:
+    ui = port("worker-ui")
+    memory = setting("SPARK_WORKER_MEMORY", "2g")
+    work = lab_home() / "spark-work"
+    work.mkdir(exist_ok=True)
+    env = base_env()
+    env["SPARK_WORKER_OPTS"] = (env.get("SPARK_WORKER_OPTS", "") + " -Dspark.port.maxRetries=0").strip()
+    cmd = [f"{spark_home()}/bin/spark-class", WORKER_CLASS, master.url, "--host", HOST, "--webui-port", str(ui),
+           "--cores", str(cores()), "--memory", memory, "--work-dir", str(work)]
+    return procs.spawn(WORKER, cmd, WORKER_CLASS, env, url=f"http://{HOST}:{ui}",
+                       extra={"master_ui": master.extra["ui"], "work_dir": str(work)})
+
+
+def worker_registered(worker: Service) -> bool:
+    """The master lists an ALIVE worker whose web UI is this worker's (old DEAD entries linger)."""
+    state = master_state(worker.extra["master_ui"]) or {}
+    ui_port = worker.url.rsplit(":", 1)[1]
+    return any(w.get("state") == "ALIVE" and str(w.get("webuiaddress", "")).endswith(f":{ui_port}")
+               for w in state.get("workers", []))
+
+
+# --- JupyterLab ---------------------------------------------------------------------------------
+
+def start_jupyter(token: str, notebooks: Path) -> Service:
+    number = port("jupyter")
+    env = base_env()
+    env["JUPYTER_TOKEN"] = token  # from the environment, so it is not in `ps` output for all to read
+    env.pop("JUPYTER_TOKEN_FILE", None)
+    cmd = [sys.executable, "-m", "jupyterlab", "--ip", HOST, "--port", str(number), "--no-browser",
+           "--ServerApp.port_retries=0", f"--ServerApp.root_dir={notebooks}"]
+    if os.geteuid() == 0:  # JupyterLab refuses root unless told (CI runners, containers)
+        cmd.append("--allow-root")
+    return procs.spawn(JUPYTER, cmd, "jupyterlab", env, url=f"http://{HOST}:{number}",
+                       cwd=str(notebooks), extra={"token": token})
+
+
+def jupyter_status(jupyter: Service, with_token: bool) -> int:
+    return http(f"{jupyter.url}/api/status", jupyter.extra["token"] if with_token else None)[0]
+
+
+def jupyter_healthy(jupyter: Service) -> bool:
+    if jupyter_status(jupyter, with_token=True) != 200:
+        return False
+    if jupyter_status(jupyter, with_token=False) != 403:
+        raise StackError(f"JupyterLab at {jupyter.url} answers without its token: a Jupyter config "
+                         "(~/.jupyter/jupyter_server_config.*) disables it; the lab refuses to run that way")
+    return True
+
+
+# --- Generators ---------------------------------------------------------------------------------
+
+def gen_name(pattern: str) -> str:
+    return f"gen-{pattern}"
+
+
+def start_generator(pattern: str, bootstrap: str, rate: float, count: int | None = None,
+                    duration: float | None = None, extra_args: list[str] | None = None) -> Service:
+    from joinlab.patterns import module_name
+    module = f"generators.{module_name(pattern)}"
+    size = ["--count", str(count)] if count else ["--duration", str(duration or 3600)]
+    cmd = [sys.executable, "-m", module, "--rate", str(rate), *size, "--bootstrap", bootstrap, "--no-progress",
+           *(extra_args or [])]
+    return procs.spawn(gen_name(pattern), cmd, module, base_env(), url="",
+                       extra={"rate": rate, "bootstrap": bootstrap})

@@ -1,0 +1,133 @@
+"""Where the native stack listens, and what it reads from `.env` (the file the Compose stack uses).
+
+Why one table of ports: when a port is taken `make up` must say which one and which variable moves
+it, and the defaults are the ones docker-compose.yml publishes, so the README can say one thing.
+Settings come from the environment first, then `.env`, then the defaults.
+"""
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import shutil
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+from joinlab.stack.procs import StackError
+
+HOST = "127.0.0.1"
+
+
+@dataclass(frozen=True)
+class Port:
+    what: str
+    env: str
+    default: int
+
+
+PORTS = {
+    "broker": Port("Kafka bootstrap (embedded broker)", "LAB_BROKER_PORT", 9092),
+    "master": Port("Spark master", "LAB_SPARK_MASTER_PORT", 7077),
+    "master-ui": Port("Spark master web UI", "LAB_SPARK_MASTER_UI_PORT", 8080),
+    "worker-ui": Port("Spark worker web UI", "LAB_SPARK_WORKER_UI_PORT", 8081),
+    "jupyter": Port("JupyterLab", "LAB_JUPYTER_PORT", 8888),
+}
+
+
+def project_dir() -> Path:
+    """The checkout (the package is installed editable), else the current directory."""
+    root = Path(__file__).resolve().parents[2]
+    return root if (root / "pyproject.toml").exists() else Path.cwd()
+
+
+def env_file() -> Path:
+    return Path(os.environ.get("LAB_ENV_FILE") or project_dir() / ".env")
+
+
+def dotenv() -> dict[str, str]:
+    """KEY=VALUE lines of `.env` (quotes stripped); {} when there is none."""
+    try:
+        text = env_file().read_text()
+    except OSError:
+        return {}
+    values = {}
+    for line in text.splitlines():
+        match = re.match(r"\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*)$", line)
+        if match and not line.lstrip().startswith("#"):
+            values[match.group(1)] = match.group(2).strip().strip("\"'")
+    return values
+
+
+def setting(name: str, default: str) -> str:
+    return os.environ.get(name) or dotenv().get(name) or default
+
+
+def port(key: str) -> int:
+    spec = PORTS[key]
+    text = setting(spec.env, str(spec.default))
+    if not text.isdigit() or not 0 < int(text) < 65536:
+        raise StackError(f"{spec.env}={text!r} is not a port number (1-65535)")
+    return int(text)
+
+
+def _bindable(number: int) -> bool:
+    """Whether a server could listen there now (SO_REUSEADDR, as servers do: TIME_WAIT is no owner)."""
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((HOST, number))
+        except OSError:
+            return False
+    return True
+
+
+def check_free(keys: list[str]) -> None:
+    """Fail before starting anything when one of the ports is taken, naming it and its variable."""
+    chosen = {key: port(key) for key in keys}
+    twice = {n for n in chosen.values() if list(chosen.values()).count(n) > 1}
+    if twice:
+        raise StackError(f"port {sorted(twice)[0]} is configured for two services; give each its own "
+                         f"({', '.join(PORTS[k].env for k in keys)})")
+    taken = [key for key, number in chosen.items() if not _bindable(number)]
+    if taken:
+        lines = [f"port {chosen[k]} ({PORTS[k].what}) is taken on {HOST}: set {PORTS[k].env} to a free port "
+                 f"(e.g. {PORTS[k].env}={_suggest(chosen[k])}) or stop what listens there "
+                 f"(`ss -ltnp 'sport = :{chosen[k]}'` or `lsof -iTCP:{chosen[k]} -sTCP:LISTEN` shows it)" for k in taken]
+        raise StackError("\n".join(lines))
+
+
+def _suggest(number: int) -> int:
+    for candidate in range(number + 100, min(number + 200, 65535)):
+        if _bindable(candidate):
+            return candidate
+    return 0
+
+
+def jupyter_token() -> str:
+    """$JUPYTER_TOKEN, else .env's; else a new one, written to .env (created from .env.example, 0600)."""
+    token = setting("JUPYTER_TOKEN", "")
+    if token:
+        return token
+    token = secrets.token_hex(16)
+    path = env_file()
+    if not path.exists():
+        example = project_dir() / ".env.example"
+        if example.exists():
+            shutil.copyfile(example, path)
+        else:
+            path.touch()
+    path.chmod(0o600)
+    text = path.read_text()
+    if re.search(r"^JUPYTER_TOKEN=.*$", text, re.M):
+        text = re.sub(r"^JUPYTER_TOKEN=.*$", f"JUPYTER_TOKEN={token}", text, count=1, flags=re.M)
+    else:
+        text += ("" if text.endswith("\n") or not text else "\n") + f"JUPYTER_TOKEN={token}\n"
+    path.write_text(text)
+    return token
+
+
+def notebook_dir() -> Path:
+    path = Path(os.environ.get("LAB_NOTEBOOK_DIR") or project_dir() / "notebooks").resolve()
+    path.mkdir(parents=True, exist_ok=True)
+    return path

@@ -1,0 +1,282 @@
+"""The native lab stack (`make up-native` = `joinlab lab up`): real broker, Spark master and worker,
+JupyterLab, started and stopped through the CLI in an isolated LAB_HOME on free ports.
+
+The stack tests share one stack (module fixture) and run in file order: healthy -> loopback only ->
+token -> idempotent -> a job on the master -> a background generator -> `down` leaves nothing.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from joinlab.broker import free_port
+from joinlab.stack import procs, settings
+from tests.conftest import wait_for
+
+ROOT = Path(__file__).resolve().parents[1]
+PORT_VARS = {key: spec.env for key, spec in settings.PORTS.items()}
+CORE = ["broker", "spark-master", "spark-worker", "jupyter"]
+
+
+def lab_env(home: Path) -> dict[str, str]:
+    """The environment of a stack of our own: its LAB_HOME, its .env, free ports, no outside master."""
+    env = dict(os.environ)
+    for var in ("SPARK_MASTER", "KAFKA_BOOTSTRAP_SERVERS", "JUPYTER_TOKEN", "JUPYTER_TOKEN_FILE", "LAB_HOME"):
+        env.pop(var, None)
+    ports: set[int] = set()
+    while len(ports) < len(PORT_VARS):
+        ports.add(free_port())
+    env.update(zip(PORT_VARS.values(), map(str, sorted(ports))))
+    env.update(LAB_HOME=str(home / "lab"), LAB_ENV_FILE=str(home / ".env"), LAB_NOTEBOOK_DIR=str(home / "notebooks"))
+    return env
+
+
+def joinlab(env: dict, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "joinlab", *args], env=env, cwd=ROOT, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def ps_states(env: dict) -> dict[str, str]:
+    done = joinlab(env, "lab", "ps")
+    assert done.returncode == 0, done.stderr
+    return {line.split()[0]: line.split()[1] for line in done.stdout.splitlines()[1:] if len(line.split()) >= 2
+            and not line.startswith("Nothing")}
+
+
+def port_of(env: dict, key: str) -> int:
+    return int(env[PORT_VARS[key]])
+
+
+# --- Without a stack ---------------------------------------------------------------------------
+
+def test_ps_when_nothing_runs(tmp_path):
+    env = lab_env(tmp_path)
+    done = joinlab(env, "lab", "ps")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0].split() == ["SERVICE", "STATE", "PID", "URL"]
+    assert ps_states(env) == {name: "stopped" for name in CORE}
+    assert "Nothing runs; start the lab with `make up`" in done.stdout
+    down = joinlab(env, "lab", "down")
+    assert down.returncode == 0 and "no native lab service was running" in down.stdout
+
+
+def test_a_taken_port_is_named_with_its_variable_and_nothing_starts(tmp_path):
+    env = lab_env(tmp_path)
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", port_of(env, "jupyter")))
+        squatter.listen()
+        done = joinlab(env, "lab", "up")
+    assert done.returncode == 2
+    assert f"port {port_of(env, 'jupyter')} (JupyterLab) is taken" in done.stderr
+    assert "set LAB_JUPYTER_PORT to a free port" in done.stderr
+    assert not list((tmp_path / "lab").glob("run/*.json")) and not (tmp_path / "lab" / "broker.json").exists()
+    assert ps_states(env) == {name: "stopped" for name in CORE}
+
+
+def test_down_ps_and_logs_act_on_the_compose_stack_when_make_up_started_it(tmp_path):
+    """`make up` writes $LAB_HOME/stack = compose after compose-up.sh succeeds; a fake docker records calls."""
+    env = lab_env(tmp_path)
+    (tmp_path / "lab").mkdir()
+    (tmp_path / "lab" / "stack").write_text("compose\n")
+    fakebin, calls = tmp_path / "bin", tmp_path / "docker.log"
+    fakebin.mkdir()
+    (fakebin / "docker").write_text(f'#!/bin/sh\necho "$*" >> {calls}\n')
+    (fakebin / "docker").chmod(0o755)
+    env["PATH"] = f"{fakebin}{os.pathsep}{env['PATH']}"
+    assert joinlab(env, "lab", "ps").returncode == 0
+    assert joinlab(env, "lab", "logs", "--no-follow", "--service", "kafka").returncode == 0
+    assert joinlab(env, "lab", "down", "--volumes").returncode == 0
+    assert calls.read_text().splitlines() == ["compose ps", "compose logs --tail 50 kafka", "compose down -v"]
+    assert not (tmp_path / "lab" / "stack").exists()
+
+
+def test_spark_master_prefers_env_then_a_live_native_master(tmp_path, monkeypatch):
+    from joinlab.config import spark_master
+    monkeypatch.setenv("LAB_HOME", str(tmp_path))
+    monkeypatch.delenv("SPARK_MASTER", raising=False)
+    assert spark_master() == "local[*]"
+    state = procs.Service("spark-master", os.getpid(), "deploy.master.Master", "", "spark://127.0.0.1:7")
+    procs.save(state)  # a live PID, but not a master: a reused PID must not count
+    assert spark_master() == "local[*]"
+    procs.save(procs.Service("spark-master", os.getpid(), Path(sys.executable).name, "", "spark://127.0.0.1:7"))
+    assert spark_master() == "spark://127.0.0.1:7"
+    monkeypatch.setenv("SPARK_MASTER", "local[2]")
+    assert spark_master() == "local[2]"
+
+
+def test_a_missing_token_is_generated_into_env_file_owner_only(tmp_path, monkeypatch):
+    monkeypatch.delenv("JUPYTER_TOKEN", raising=False)
+    monkeypatch.setenv("LAB_ENV_FILE", str(tmp_path / ".env"))
+    token = settings.jupyter_token()
+    assert re.fullmatch(r"[0-9a-f]{32}", token)
+    text = (tmp_path / ".env").read_text()
+    assert f"\nJUPYTER_TOKEN={token}\n" in text and "GEN_RATE=50" in text  # .env.example kept
+    assert stat.S_IMODE((tmp_path / ".env").stat().st_mode) == 0o600
+    assert settings.jupyter_token() == token
+    monkeypatch.setenv("JUPYTER_TOKEN", "from-env")
+    assert settings.jupyter_token() == "from-env"
+
+
+# --- One real stack ----------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    home = tmp_path_factory.mktemp("native-stack")
+    env = lab_env(home)
+    began = time.monotonic()
+    done = joinlab(env, "lab", "up", timeout=420)
+    up_s = time.monotonic() - began
+    try:
+        assert done.returncode == 0, f"lab up failed:\n{done.stdout}\n{done.stderr}"
+        token = re.search(r"^JUPYTER_TOKEN=(\w+)$", (home / ".env").read_text(), re.M).group(1)
+        print(f"\nnative stack healthy after {up_s:.1f} s (lab up wall time)")
+        yield SimpleNamespace(env=env, home=home / "lab", out=done.stdout, token=token,
+                              bootstrap=f"127.0.0.1:{port_of(env, 'broker')}",
+                              master_ui=f"http://127.0.0.1:{port_of(env, 'master-ui')}",
+                              jupyter=f"http://127.0.0.1:{port_of(env, 'jupyter')}")
+    finally:
+        joinlab(env, "lab", "down", timeout=120)  # idempotent: the last test has done it already
+
+
+def stack_pids(home: Path) -> set[int]:
+    """Every process of the stack: the services, their groups and all descendants."""
+    leaders = [json.loads(p.read_text())["pid"] for p in (home / "run").glob("*.json")]
+    if (home / "broker.json").exists():
+        leaders.append(json.loads((home / "broker.json").read_text())["pid"])
+    return procs.tree(leaders)
+
+
+def master_json(stack) -> dict:
+    from joinlab.stack.services import master_state
+    return master_state(stack.master_ui) or {}
+
+
+@pytest.mark.spark
+def test_up_starts_every_service_healthy_and_prints_the_urls(stack):
+    assert ps_states(stack.env) == {name: "healthy" for name in CORE}
+    workers = [w for w in master_json(stack)["workers"] if w["state"] == "ALIVE"]
+    assert len(workers) == 1 and workers[0]["host"] == "127.0.0.1"
+    env = stack.env
+    for shown in (stack.bootstrap, f"spark://127.0.0.1:{port_of(env, 'master')}", stack.master_ui,
+                  f"http://127.0.0.1:{port_of(env, 'worker-ui')}", f"{stack.jupyter}/lab?token={stack.token}",
+                  "joinlab run tweet-views"):
+        assert shown in stack.out
+    assert stat.S_IMODE((stack.home.parent / ".env").stat().st_mode) == 0o600
+    jupyter_pid = json.loads((stack.home / "run" / "jupyter.json").read_text())["pid"]
+    cmdline = subprocess.run(["ps", "-o", "args=", "-p", str(jupyter_pid)], capture_output=True, text=True).stdout
+    assert "jupyterlab" in cmdline and stack.token not in cmdline  # not readable by other users via ps
+
+
+def _outward_ip() -> str | None:
+    for probe in ("192.0.2.1", "10.255.255.255", "8.8.8.8"):
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            try:
+                sock.connect((probe, 9))  # UDP: picks the route's source address, sends nothing
+            except OSError:
+                continue
+            address = sock.getsockname()[0]
+            if not address.startswith("127."):
+                return address
+    return None
+
+
+LOOPBACK = re.compile(r"^(127\.\d+\.\d+\.\d+|\[::1\]|\[::ffff:127\.\d+\.\d+\.\d+\]):\d+$")
+
+
+@pytest.mark.spark
+def test_every_listener_is_bound_to_loopback_only(stack):
+    pids = stack_pids(stack.home)
+    if shutil.which("ss"):
+        listing = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True, check=True).stdout
+        ours = [line.split()[3] for line in listing.splitlines()
+                if {int(p) for p in re.findall(r"pid=(\d+)", line)} & pids]
+        assert len(ours) >= 6, f"expected the stack's listeners in `ss -ltnp`, found {ours}"
+        assert [a for a in ours if not LOOPBACK.match(a)] == []
+    address = _outward_ip()
+    if address is None:
+        pytest.skip("no non-loopback address to try")
+    for key in PORT_VARS:
+        with pytest.raises(OSError):
+            socket.create_connection((address, port_of(stack.env, key)), timeout=2).close()
+
+
+@pytest.mark.spark
+def test_jupyterlab_rejects_requests_without_the_token(stack):
+    from joinlab.stack.services import http
+    assert http(f"{stack.jupyter}/api/status")[0] == 403
+    assert http(f"{stack.jupyter}/api/status", token="wrong")[0] == 403
+    assert http(f"{stack.jupyter}/lab")[0] == 302  # to the login page
+    status, body = http(f"{stack.jupyter}/api/status", token=stack.token)
+    assert status == 200 and "started" in json.loads(body)
+    assert http(f"{stack.jupyter}/lab?token={stack.token}")[0] == 200
+
+
+@pytest.mark.spark
+def test_a_second_up_reports_what_already_runs(stack):
+    before = sorted(p.read_text() for p in (stack.home / "run").glob("*.pid"))
+    done = joinlab(stack.env, "lab", "up")
+    assert done.returncode == 0, done.stderr
+    for name in CORE:
+        assert re.search(rf"^\s+{name}\s+already running \(pid \d+\)$", done.stdout, re.M), done.stdout
+    assert sorted(p.read_text() for p in (stack.home / "run").glob("*.pid")) == before
+    assert f"{stack.jupyter}/lab?token={stack.token}" in done.stdout
+
+
+@pytest.mark.spark
+def test_a_job_runs_on_the_standalone_master(stack):
+    """`joinlab run` with the stack's environment (no SPARK_MASTER) finds the master; its executor,
+    on the worker, runs the transformWithState Python with the lab's modules importable."""
+    from generators.tweet_views import generate
+    from joinlab.generate import send
+    from joinlab.verify import verify
+    send(stack.bootstrap, generate(11, 300), progress=False)
+    done = joinlab(stack.env, "run", "tweet-views", "--available-now", timeout=420)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert verify("tweet-views", stack.bootstrap).ok
+
+    def finished():
+        apps = master_json(stack).get("completedapps", [])
+        return [a for a in apps if a["name"] == "job-tweet-views" and a["state"] == "FINISHED"]
+    wait_for(finished, 60, "the master to list job-tweet-views as FINISHED")
+    executor_logs = list((stack.home / "spark-work").glob("app-*/*/stderr"))
+    assert executor_logs and any("Finished task" in p.read_text() for p in executor_logs)
+
+
+@pytest.mark.spark
+def test_a_generator_runs_in_the_background_and_logs(stack):
+    done = joinlab(stack.env, "lab", "generate", "tweet-views", "--rate", "1000", "--count", "50")
+    assert done.returncode == 0, done.stderr
+    assert "gen-tweet-views" in done.stdout
+    wait_for(lambda: ps_states(stack.env).get("gen-tweet-views") == "exited", 60, "the generator to finish")
+    logs = joinlab(stack.env, "lab", "logs", "--no-follow", "--service", "gen-tweet-views")
+    assert logs.returncode == 0 and "tweet-views: sent" in logs.stdout, logs.stdout + logs.stderr
+    unknown = joinlab(stack.env, "lab", "logs", "--no-follow", "--service", "nope")
+    assert unknown.returncode == 2 and "spark-master" in unknown.stderr
+
+
+@pytest.mark.spark
+def test_down_stops_everything_and_frees_the_ports(stack):
+    pids = stack_pids(stack.home)
+    assert len(pids) >= 4
+    began = time.monotonic()
+    done = joinlab(stack.env, "lab", "down")
+    print(f"\nlab down took {time.monotonic() - began:.1f} s")
+    assert done.returncode == 0, done.stderr
+    alive = subprocess.run(["ps", "-o", "pid=,stat=", "-p", ",".join(map(str, pids))], capture_output=True,
+                           text=True).stdout.split("\n")
+    assert [line for line in alive if line.strip() and "Z" not in line.split()[-1]] == []
+    for key in PORT_VARS:
+        assert settings._bindable(port_of(stack.env, key)), f"port of {key} still taken after down"
+    assert ps_states(stack.env) == {name: "stopped" for name in CORE}
+    assert not list((stack.home / "run").iterdir()) and not (stack.home / "stack").exists()
