@@ -1,0 +1,127 @@
+"""Every notebook in notebooks/ runs top to bottom, headless, against an embedded broker.
+
+Each notebook is a parameter, so a new pattern's notebook is tested as soon as it exists. The
+kernel is this interpreter (the venv's), from a kernelspec written to tmp_path, so no user-level
+kernelspec is needed. A cell error fails the test with the cell's traceback (nbclient's
+CellExecutionError); the notebook must also print its verify report with 0 mismatches.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+NOTEBOOKS_DIR = Path(__file__).resolve().parents[1] / "notebooks"
+NOTEBOOKS = sorted(NOTEBOOKS_DIR.glob("*.ipynb"))
+
+# Each notebook small and short; STRICT: no graceful fallback (e.g. when the state cannot be read).
+SMALL = {"LAB_NOTEBOOK_EVENTS": "600", "LAB_NOTEBOOK_RATE": "300", "LAB_NOTEBOOK_STRICT": "1"}
+CELL_TIMEOUT_S = 300    # Spark's start plus a first micro-batch on two busy cores fit well inside
+NOTEBOOK_TIMEOUT_S = 600  # the whole notebook, kernel start to shutdown
+
+
+def test_notebooks_exist():
+    assert NOTEBOOKS, f"no notebooks in {NOTEBOOKS_DIR}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
+def test_notebook_is_valid_and_committed_without_outputs(path):
+    nb = nbformat.read(path, as_version=4)
+    nbformat.validate(nb)
+    dirty = [i for i, cell in enumerate(nb.cells) if cell.cell_type == "code"
+             and (cell.get("outputs") or cell.get("execution_count") is not None)]
+    assert not dirty, (f"{path.name}: cells {dirty} have outputs or execution counts; strip them before "
+                       f"committing (e.g. `.venv/bin/jupyter nbconvert --clear-output --inplace {path}`)")
+
+
+def _kernel_manager(kernels_dir: Path):
+    """A kernel manager whose only kernel runs `sys.executable -m ipykernel_launcher`."""
+    from jupyter_client.kernelspec import KernelSpecManager
+    from jupyter_client.manager import AsyncKernelManager
+    spec_dir = kernels_dir / "joinlab-test"
+    spec_dir.mkdir(parents=True)
+    (spec_dir / "kernel.json").write_text(json.dumps({
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "joinlab (test)", "language": "python"}))
+    specs = KernelSpecManager(kernel_dirs=[str(kernels_dir)], ensure_native_kernel=False)
+    return AsyncKernelManager(kernel_name="joinlab-test", kernel_spec_manager=specs)
+
+
+def _text_outputs(nb) -> str:
+    parts = []
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            if output.get("output_type") == "stream":
+                parts.append(output.get("text", ""))
+            elif "data" in output:
+                parts.append(output["data"].get("text/plain", ""))
+    return "\n".join(parts)
+
+
+@pytest.mark.spark
+@pytest.mark.timeout(NOTEBOOK_TIMEOUT_S)
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
+def test_notebook_runs_top_to_bottom(path, tmp_path):
+    from nbclient import NotebookClient
+    from joinlab.broker import EmbeddedBroker
+
+    nb = nbformat.read(path, as_version=4)
+    with EmbeddedBroker(log_path=tmp_path / "broker.log") as broker:
+        env = {**os.environ, **SMALL, "KAFKA_BOOTSTRAP_SERVERS": broker.bootstrap_servers,
+               "LAB_HOME": str(tmp_path / "home"), "SPARK_MASTER": "local[2]", "MPLBACKEND": "Agg",
+               "PYTHONUNBUFFERED": "1"}
+        client = NotebookClient(nb, km=_kernel_manager(tmp_path / "kernels"), timeout=CELL_TIMEOUT_S,
+                                startup_timeout=120, resources={"metadata": {"path": str(NOTEBOOKS_DIR)}},
+                                extra_arguments=["--InteractiveShell.colors=nocolor"])  # plain tracebacks
+        try:
+            # raises CellExecutionError with the failing cell's traceback; shuts the kernel down after
+            client.execute(env=env, cleanup_kc=True)
+        finally:
+            nbformat.write(nb, tmp_path / path.name)  # the executed notebook, to look at after a failure
+    text = _text_outputs(nb)
+    assert "0 mismatches (OK)" in text, f"no successful verify report in {tmp_path / path.name}:\n{text[-3000:]}"
+
+
+# --- The pattern-agnostic helpers, without a broker or Spark ------------------------------------
+
+def test_frame_flattens_json_values_and_keeps_the_rest_raw():
+    import pandas as pd
+    from joinlab.notebook import frame
+    from joinlab.topics import Record
+    records = [Record("t", 0, 0, b"7", b'{"id": 7, "author": {"name": "Ann"}, "key": "k"}', 0),
+               Record("t", 1, 0, b"8", b"\xff\xfegarbage", 1000)]
+    df = frame(records)
+    assert df.loc[0, "id"] == 7 and pd.isna(df.loc[1, "id"]) and str(df["id"].dtype) == "Int64"
+    assert df.loc[0, "author.name"] == "Ann" and df.loc[0, "value.key"] == "k" and df.loc[0, "key"] == "7"
+    assert df.loc[1, "raw"].endswith("garbage") and df.loc[1, "time"].year == 1970
+
+
+def test_progress_helpers_count_records_from_offsets_and_list_state_variables():
+    import pandas as pd
+    from joinlab.notebook import _offset_span, _state_variables, rows
+    source = {"startOffset": {"a": {"0": 5, "1": 0}}, "endOffset": {"a": {"0": 9, "1": 3}, "b": {"0": 2}}}
+    assert _offset_span(source) == 4 + 3 + 2
+    assert _offset_span({"startOffset": None, "endOffset": '{"a": {"0": 4}}'}) == 4
+    props = '{"stateVariables": [{"stateName": "user", "stateVariableType": "ValueState"}]}'
+    assert _state_variables(props) == ["user (ValueState)"] and _state_variables(None) == []
+    df = pd.DataFrame({"user_id": [1, 2]})
+    assert list(rows(df, user_id=2).user_id) == [2] and rows(pd.DataFrame(), user_id=2).empty
+
+
+def test_an_unreadable_state_falls_back_to_a_message_unless_strict(monkeypatch, capsys):
+    from joinlab.notebook import Lab
+    lab = Lab.__new__(Lab)
+    lab.checkpoint, lab.query = "/nowhere", None
+
+    def fail():
+        raise RuntimeError("no state here\nmore detail")
+    monkeypatch.delenv("LAB_NOTEBOOK_STRICT", raising=False)
+    assert lab._read_state("state variable 'x'", fail).empty
+    assert "could not read state variable 'x' from /nowhere: no state here" in capsys.readouterr().out
+    monkeypatch.setenv("LAB_NOTEBOOK_STRICT", "1")
+    with pytest.raises(RuntimeError, match="no state here"):
+        lab._read_state("state variable 'x'", fail)
