@@ -170,6 +170,28 @@ def validate(schema: EventSchema, value: bytes | None) -> tuple[dict | None, str
     return event, None
 
 
+def valid_events(records, schemas: list[EventSchema]):
+    """(schema, event) for every record of a schema's topic that `validate` accepts, in order."""
+    by_topic = {schema.topic: schema for schema in schemas}
+    for record in records:
+        schema = by_topic.get(record.topic)
+        event = validate(schema, record.value)[0] if schema else None
+        if event is not None:
+            yield schema, event
+
+
+def latest_events(records, keys: list[tuple[EventSchema, str]], version: str) -> dict[str, dict]:
+    """Per topic, per value of its key field: the valid event with the highest `version` (on a tie
+    the first one read: equal versions are duplicates). What every batch reference starts from."""
+    tables: dict[str, dict] = {schema.topic: {} for schema, _ in keys}
+    key_field = {schema.topic: field for schema, field in keys}
+    for schema, event in valid_events(records, [schema for schema, _ in keys]):
+        table, key = tables[schema.topic], event[key_field[schema.topic]]
+        if key not in table or event[version] > table[key][version]:
+            table[key] = event
+    return tables
+
+
 def dead_letter_value(letter: bytes) -> dict:
     """A dead letter as a dict, with the original bytes restored under 'original'."""
     body = json.loads(letter)

@@ -10,26 +10,15 @@ from __future__ import annotations
 
 import json
 
-from joinlab.events import parse_time, validate
+from joinlab.events import latest_events, parse_time
 from joinlab.topics import Record
 from jobs.car_pollution import ADD, ARRIVALS, DEL, OUTPUT_TOPIC, READINGS
-
-SCHEMAS = {ARRIVALS.topic: ARRIVALS, READINGS.topic: READINGS}
 
 
 def latest(records: list[Record]) -> tuple[dict[int, dict], dict[int, dict]]:
     """(latest arrival per car, latest reading per zone); invalid records are skipped."""
-    cars: dict[int, dict] = {}
-    zones: dict[int, dict] = {}
-    for record in records:
-        schema = SCHEMAS.get(record.topic)
-        event = validate(schema, record.value)[0] if schema else None
-        if event is None:
-            continue
-        table, key = (cars, event["car_id"]) if schema is ARRIVALS else (zones, event["zone_id"])
-        if key not in table or event["seq"] > table[key]["seq"]:
-            table[key] = event
-    return cars, zones
+    tables = latest_events(records, [(ARRIVALS, "car_id"), (READINGS, "zone_id")], "seq")
+    return tables[ARRIVALS.topic], tables[READINGS.topic]
 
 
 def view(op: str, car_id: int, car_seq: int, plate: str, zone_id: int, fuel_level: float, car_time,

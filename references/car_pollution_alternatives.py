@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from joinlab.events import validate
+from joinlab.events import valid_events
 from joinlab.topics import Record
 from jobs.car_pollution import ARRIVALS, READINGS
 from references.car_pollution import expected, view
@@ -58,11 +58,8 @@ class Result:
 
 def _events(records: list[Record]):
     """Valid events in arrival order, as (is_arrival, event)."""
-    for record in records:
-        schema = {ARRIVALS.topic: ARRIVALS, READINGS.topic: READINGS}.get(record.topic)
-        event = validate(schema, record.value)[0] if schema else None
-        if event is not None:
-            yield schema is ARRIVALS, event
+    for schema, event in valid_events(records, [ARRIVALS, READINGS]):
+        yield schema is ARRIVALS, event
 
 
 def _car_view(car: dict, zone_id: int, reading: dict | None) -> dict:

@@ -5,26 +5,15 @@ from __future__ import annotations
 
 import json
 
-from joinlab.events import parse_time, validate
+from joinlab.events import latest_events, parse_time
 from joinlab.topics import Record
 from jobs.tweet_views import TWEETS, USERS, VIEWS_TOPIC
-
-SCHEMAS = {USERS.topic: USERS, TWEETS.topic: TWEETS}
 
 
 def latest(records: list[Record]) -> tuple[dict[int, dict], dict[int, dict]]:
     """(users by id, tweets by id), each at its highest version; invalid records are skipped."""
-    users: dict[int, dict] = {}
-    tweets: dict[int, dict] = {}
-    for record in records:
-        schema = SCHEMAS.get(record.topic)
-        event = validate(schema, record.value)[0] if schema else None
-        if event is None:
-            continue
-        table, key = (users, event["user_id"]) if schema is USERS else (tweets, event["tweet_id"])
-        if key not in table or event["version"] > table[key]["version"]:
-            table[key] = event
-    return users, tweets
+    tables = latest_events(records, [(USERS, "user_id"), (TWEETS, "tweet_id")], "version")
+    return tables[USERS.topic], tables[TWEETS.topic]
 
 
 def view(tweet: dict, user: dict) -> dict:

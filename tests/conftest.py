@@ -62,3 +62,17 @@ def wait_for(condition, timeout_s: float, what: str, interval_s: float = 0.1):
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
         time.sleep(interval_s)
+
+
+def assert_dead_lettered(bootstrap: str, job: str, dead_letter_topic: str, source_topic: str, bad: dict) -> None:
+    """Every bad record (reason -> value) is on the dead-letter topic once, with its reason, the
+    job's name, and a pointer (topic, partition, offset) back to the very record it rejected."""
+    import json
+    from joinlab.topics import read_topics
+    letters = [json.loads(r.value) for r in read_topics(bootstrap, [dead_letter_topic])]
+    assert sorted(letter["reason"] for letter in letters) == sorted(bad)
+    sources = {(r.partition, r.offset): r.value for r in read_topics(bootstrap, [source_topic])}
+    for letter in letters:
+        assert letter["job"] == job and letter["source_topic"] == source_topic
+        original = sources[(letter["source_partition"], letter["source_offset"])]
+        assert original == bad[letter["reason"]], "the dead letter must point at the record it rejected"

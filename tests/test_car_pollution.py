@@ -9,7 +9,7 @@ from joinlab import job as runner
 from joinlab.generate import Disorder, Record, arrive_first, send
 from joinlab.topics import create_topics, read_topics
 from joinlab.verify import verify
-from tests.conftest import wait_for
+from tests.conftest import assert_dead_lettered, wait_for
 
 pytestmark = pytest.mark.spark
 
@@ -126,11 +126,6 @@ def test_bad_records_are_dead_lettered_with_their_reason_and_valid_records_are_u
     bad = [Record(cp.ARRIVALS_TOPIC, f"bad-{i}".encode(), value, "bad") for i, value in enumerate(BAD.values())]
     send(bootstrap, good[:300] + bad + good[300:], progress=False)
     run_to_end(spark, bootstrap, tmp_path / "cp", max_offsets_per_trigger=200)
-    letters = [json.loads(r.value) for r in read_topics(bootstrap, [cp.DEAD_LETTERS_TOPIC])]
-    assert sorted(letter["reason"] for letter in letters) == sorted(BAD)
-    sources = {(r.partition, r.offset): r.value for r in read_topics(bootstrap, [cp.ARRIVALS_TOPIC])}
-    for letter in letters:
-        assert letter["job"] == "car-pollution" and letter["source_topic"] == cp.ARRIVALS_TOPIC
-        assert sources[(letter["source_partition"], letter["source_offset"])] == BAD[letter["reason"]]
+    assert_dead_lettered(bootstrap, "car-pollution", cp.DEAD_LETTERS_TOPIC, cp.ARRIVALS_TOPIC, BAD)
     report = verify("car-pollution", bootstrap)
     assert report.ok and report.expected > 50, "\n".join(report.lines())

@@ -9,7 +9,7 @@ from pyspark.sql import Row
 from pyspark.sql.streaming.tws_tester import TwsTester
 
 from generators.car_pollution import generate
-from joinlab.events import parse_time, validate
+from joinlab.events import parse_time, valid_events
 from joinlab.generate import Disorder
 from jobs.car_pollution import ADD, ARRIVALS, DEL, READINGS, CarMovesProcessor, ZoneCarsProcessor
 from references import car_pollution as reference
@@ -102,11 +102,7 @@ def test_a_car_moving_twice_within_one_batch_lands_in_the_last_zone_only():
 def _rows(records):
     """Valid input records as the stage-1 rows the query builds (duplicates included)."""
     rows = []
-    for record in records:
-        schema = {ARRIVALS.topic: ARRIVALS, READINGS.topic: READINGS}[record.topic]
-        event = validate(schema, record.value)[0]
-        if event is None:
-            continue
+    for schema, event in valid_events(records, [ARRIVALS, READINGS]):
         at = parse_time(event["event_time"])
         rows.append(arrival(event["car_id"], event["to_zone_id"], event["seq"], event["fuel_level"], at, event["plate"])
                     if schema is ARRIVALS else reading(event["zone_id"], event["seq"], event["pollution_level"], at))

@@ -9,7 +9,7 @@ from joinlab import job as runner
 from joinlab.generate import Disorder, Record, send
 from joinlab.topics import create_topics, read_topics
 from joinlab.verify import verify
-from tests.conftest import wait_for
+from tests.conftest import assert_dead_lettered, wait_for
 
 pytestmark = pytest.mark.spark
 
@@ -103,12 +103,6 @@ def test_each_kind_of_bad_record_is_dead_lettered_with_its_reason_and_valid_reco
     bad = [record("users", f"bad-{i}", value) for i, value in enumerate(BAD.values())]
     send(bootstrap, good[:300] + bad + good[300:], progress=False)
     run_to_end(spark, bootstrap, tmp_path / "cp", max_offsets_per_trigger=200)
-    letters = [json.loads(r.value) for r in read_topics(bootstrap, [tv.DEAD_LETTERS_TOPIC])]
-    assert sorted(letter["reason"] for letter in letters) == sorted(BAD)
-    sources = {(r.partition, r.offset): r.value for r in read_topics(bootstrap, ["users"])}
-    for letter in letters:
-        assert letter["job"] == "tweet-views" and letter["source_topic"] == "users"
-        original = sources[(letter["source_partition"], letter["source_offset"])]
-        assert original == BAD[letter["reason"]], "the dead letter must point at the record it rejected"
+    assert_dead_lettered(bootstrap, "tweet-views", tv.DEAD_LETTERS_TOPIC, tv.USERS_TOPIC, BAD)
     report = verify("tweet-views", bootstrap)
     assert report.ok and report.expected > 300, "\n".join(report.lines())
