@@ -1,0 +1,61 @@
+"""The generator in a background thread, so cells keep running while records arrive.
+
+It sends one second's worth of records at a time: small enough to stop between chunks, and
+`sent` says how far it got.
+"""
+from __future__ import annotations
+
+import threading
+
+import pandas as pd
+
+from joinlab.generate import Record, send
+
+
+class Feed:
+    """Sends `records` at `rate` records/s in a daemon thread, one second's worth at a time, so
+    it can be stopped between chunks. `pending()` are the records not acknowledged yet."""
+
+    def __init__(self, bootstrap: str, records: list[Record], rate: float | None):
+        self.bootstrap, self.records, self.rate = bootstrap, records, rate
+        self.sent, self.error = 0, None
+        self.started_at = pd.Timestamp.now(tz="UTC")  # compare with Kafka timestamps (`timeline(since=...)`)
+        self._stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="lab-generator", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        step = max(1, int(self.rate)) if self.rate else len(self.records) or 1
+        try:
+            for i in range(0, len(self.records), step):
+                if self._stop.is_set():
+                    return
+                chunk = self.records[i:i + step]
+                send(self.bootstrap, chunk, rate=self.rate, progress=False)
+                self.sent += len(chunk)
+        except Exception as exc:  # shown by wait() and repr, never lost
+            self.error = exc
+
+    @property
+    def done(self) -> bool:
+        return not self.thread.is_alive()
+
+    def pending(self) -> list[Record]:
+        return self.records[self.sent:]
+
+    def wait(self, timeout_s: float = 300) -> "Feed":
+        self.thread.join(timeout_s)
+        if self.thread.is_alive():
+            raise TimeoutError(f"the generator is still sending after {timeout_s:.0f}s: {self!r}")
+        if self.error:
+            raise RuntimeError(f"the generator failed: {self.error!r}") from self.error
+        return self
+
+    def stop(self, timeout_s: float = 30) -> None:
+        self._stop.set()
+        self.thread.join(timeout_s)
+
+    def __repr__(self) -> str:
+        state = "failed: " + repr(self.error) if self.error else ("done" if self.done else "sending")
+        rate = f" at {self.rate:g}/s" if self.rate else ""
+        return f"<Feed {self.sent}/{len(self.records)} records sent{rate}, {state}>"

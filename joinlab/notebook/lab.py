@@ -1,0 +1,242 @@
+"""`Lab(pattern)`: one pattern's topics, generator, job, state and reference, for a notebook.
+
+Why one object: it keeps every cell to a line or two. It knows a pattern only through
+joinlab.patterns (the pattern's job, generator and reference modules).
+"""
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import shutil
+import types
+from typing import Any, Callable, Iterable
+
+import pandas as pd
+
+from joinlab import patterns
+from joinlab.generate import Disorder, Record, send
+from joinlab.notebook import progress as query_progress
+from joinlab.notebook import state as state_source
+from joinlab.notebook.env import connect, setting
+from joinlab.notebook.feed import Feed
+from joinlab.notebook.peek import frame, latest_records, topic_ends
+from joinlab.notebook.progress import OBSERVED, as_dict, wait_until
+from joinlab.topics import Record as TopicRecord
+from joinlab.topics import create_topics, read_topics
+
+# Out of order, with duplicates and a few malformed records, as in `make demo`.
+DEFAULT_DISORDER = Disorder(delayed=0.2, max_delay_s=5.0, duplicates=0.05, malformed=0.01)
+
+
+class Lab:
+    """A pattern's topics, generator, job, state and reference, for a notebook."""
+
+    def __init__(self, pattern: str, bootstrap: str | None = None):
+        from joinlab.config import lab_home
+        self.pattern = pattern
+        self.job = patterns.job(pattern)
+        self.generator = patterns.generator(pattern)
+        self.reference = patterns.reference(pattern)
+        self.bootstrap = bootstrap or connect()
+        self.checkpoint = str(lab_home() / "notebooks" / patterns.module_name(pattern) / "checkpoint")
+        self.query_name = "notebook_" + patterns.module_name(pattern)
+        self.spark = None
+        self.query = None
+        self.feed: Feed | None = None
+
+    def __repr__(self) -> str:
+        return (f"<Lab {self.pattern}: broker {self.bootstrap}, inputs {', '.join(self.job.INPUT_TOPICS)}, "
+                f"outputs {', '.join(self.job.OUTPUT_TOPICS)}>")
+
+    # --- topics
+    @property
+    def topics(self) -> list[str]:
+        return list(self.job.INPUT_TOPICS) + list(self.job.OUTPUT_TOPICS)
+
+    def create_topics(self) -> dict[str, int]:
+        create_topics(self.bootstrap, self.topics)
+        return self.counts()
+
+    def counts(self, topics: Iterable[str] | None = None) -> dict[str, int]:
+        """Records per topic right now (end offsets; the topics are never compacted or trimmed)."""
+        topics = list(topics or self.topics)
+        ends = topic_ends(self.bootstrap, topics)
+        return {t: sum(ends.get(t, {}).values()) for t in topics}
+
+    def peek(self, topic: str, n: int = 5, columns: list[str] | None = None) -> pd.DataFrame:
+        """The latest `n` records of `topic`, newest last."""
+        df = frame(latest_records(self.bootstrap, topic, n))
+        if columns:  # plus `raw`, the value of records that are not JSON objects, if any
+            df = df[[c for c in columns if c in df.columns] + (["raw"] if "raw" in df.columns else [])]
+        return df
+
+    def records(self, topics: Iterable[str] | None = None) -> list[TopicRecord]:
+        """Every record of `topics`, in the order they reached the broker (Kafka timestamp, then
+        offset): reading topics whole returns them partition by partition, and a replay of the
+        events (e.g. the car-pollution alternatives) needs the order they were sent in."""
+        records = read_topics(self.bootstrap, list(topics or self.topics))
+        return sorted(records, key=lambda r: (r.timestamp_ms, r.topic, r.partition, r.offset))
+
+    def read(self, *topics: str) -> pd.DataFrame:
+        """Every record of `topics` (default: all the pattern's topics) as one table."""
+        return frame(self.records(topics or None))
+
+    def send(self, topic: str, key: Any, value: dict) -> None:
+        """Produce one JSON record (e.g. a hand-made update) and wait for its acknowledgement."""
+        body = json.dumps(value, separators=(",", ":")).encode()
+        send(self.bootstrap, [Record(topic, str(key).encode(), body, "event")], progress=False)
+
+    def latest_outputs(self) -> pd.DataFrame:
+        """The reference module's `actual`: the last output per key, one row each."""
+        last = self.reference.actual(self.records(self.job.OUTPUT_TOPICS))
+        return pd.DataFrame(list(last.values()))
+
+    def timeline(self, freq: str = "1s", since: pd.Timestamp | None = None) -> pd.DataFrame:
+        """Cumulative records per topic over wall time (Kafka timestamps), one row per `freq`;
+        `since` leaves out older records (e.g. `feed.started_at`, on a broker you reuse)."""
+        return query_progress.timeline(self.read(), self.topics, freq, since)
+
+    # --- the generator
+    def start_generator(self, count: int, rate: float | None, seed: int = 7,
+                        disorder: Disorder = DEFAULT_DISORDER, **options) -> Feed:
+        """The pattern's generator (`generate(seed, count, ...)`) sent at `rate` records/s in the
+        background. `rate` also sets the event-time clock when the generator takes one."""
+        if self.feed and not self.feed.done:
+            print(f"a generator is already running: {self.feed!r}")
+            return self.feed
+        accepted = inspect.signature(self.generator.generate).parameters
+        if "disorder" in accepted:
+            options.setdefault("disorder", disorder)
+        if rate and "rate" in accepted:
+            options.setdefault("rate", rate)
+        records = self.generator.generate(seed, count, **options)
+        self.feed = Feed(self.bootstrap, records, rate)
+        return self.feed
+
+    # --- Spark and the job
+    def start_spark(self):
+        """The lab's Spark session (RocksDB state store), kept for the rest of the notebook."""
+        from joinlab.spark import session
+        os.environ.setdefault("LAB_SPARK_LOG_LEVEL", "ERROR")  # keep WARN lines out of the cells
+        self.spark = session(f"notebook-{self.pattern}",
+                             **{"spark.sql.streaming.numRecentProgressUpdates": "1000"})
+        return self.spark
+
+    def _observed_job(self) -> types.SimpleNamespace:
+        """The job with a count of records per output topic in every micro-batch's progress."""
+        from pyspark.sql import functions as F
+        job = self.job
+
+        def build(raw):
+            out = job.build(raw)
+            return out.observe(OBSERVED, *[F.count_if(F.col("topic") == t).alias(t) for t in job.OUTPUT_TOPICS])
+        return types.SimpleNamespace(INPUT_TOPICS=job.INPUT_TOPICS, OUTPUT_TOPICS=job.OUTPUT_TOPICS, build=build)
+
+    def start_job(self, trigger: str = "2 seconds", max_offsets_per_trigger: int | None = None,
+                  fresh: bool = True):
+        """Start the job in this kernel's Spark session, or attach to it if it already runs.
+
+        fresh: start from an empty checkpoint (reads the input topics from the beginning; an old
+        checkpoint may name offsets of a broker that no longer exists)."""
+        from joinlab import job as runner
+        spark = self.spark or self.start_spark()
+        running = [q for q in spark.streams.active if q.name == self.query_name]
+        if running:
+            self.query = running[0]
+            print(f"attached to the running query {self.query_name} (id {self.query.id})")
+            return self.query
+        if fresh:
+            shutil.rmtree(self.checkpoint, ignore_errors=True)
+        self.query = runner.start(spark, self._observed_job(), self.bootstrap, self.checkpoint,
+                                  trigger_interval=trigger, max_offsets_per_trigger=max_offsets_per_trigger,
+                                  name=self.query_name)
+        print(f"started {self.query_name}: trigger every {trigger}, checkpoint {self.checkpoint}")
+        return self.query
+
+    def _last_progress(self) -> dict:
+        return as_dict(self.query.lastProgress if self.query else None)
+
+    def check_query(self) -> None:
+        """Raise the query's error if it stopped with one."""
+        if self.query is not None and not self.query.isActive and self.query.exception():
+            raise RuntimeError(f"the query failed: {self.query.exception()}")
+
+    def wait_until(self, condition: Callable[[], Any], timeout_s: float, what: str) -> Any:
+        """`wait_until`, giving up at once if the query fails."""
+        return wait_until(condition, timeout_s, what, check=self.check_query)
+
+    def caught_up(self) -> bool:
+        """True when the last micro-batch read up to the current end of every input topic."""
+        last = self._last_progress()
+        return bool(last.get("sources")) and query_progress.caught_up(
+            last, topic_ends(self.bootstrap, self.job.INPUT_TOPICS))
+
+    def wait_caught_up(self, timeout_s: float = 180) -> None:
+        self.wait_until(self.caught_up, timeout_s, "the job to catch up with its input topics")
+
+    def progress(self) -> pd.DataFrame:
+        """One row per micro-batch with input (from `query.recentProgress`): records read (from
+        the source offsets), records written per output topic, duration, state rows and memory."""
+        return query_progress.batches(self.query.recentProgress if self.query else [])
+
+    # --- state
+    def state_metadata(self) -> pd.DataFrame:
+        """The stateful operators of the checkpoint (Spark's `state-metadata` source), with the
+        state variables of transformWithState operators."""
+        return self._read_state("the state metadata", lambda: state_source.metadata(self.spark, self.checkpoint))
+
+    def state(self, var: str | None = None, operator_id: int | None = None, batch_id: int | None = None,
+              **options: str) -> pd.DataFrame:
+        """The job's state at its last committed batch (or `batch_id`), key and value columns
+        flattened. `var` names a transformWithState state variable (`stateVarName`); map and list
+        variables come one row per entry. `operator_id` defaults to the operator that declares
+        `var` (see `operator_of`), else 0. Other operators take Spark's options (e.g. joinSide).
+
+        If Spark cannot read it, this prints why and the state operators' metrics from the last
+        progress instead, and returns an empty table ($LAB_NOTEBOOK_STRICT=1 raises, as in tests)."""
+        def read() -> pd.DataFrame:
+            op = operator_id if operator_id is not None else self.operator_of(var) if var else 0
+            return state_source.read(self.spark, self.checkpoint, var, op, batch_id, **options)
+        what = f"state variable {var!r}" if var else f"the state of operator {operator_id or 0}"
+        if var and operator_id is not None:
+            what += f" of operator {operator_id}"
+        return self._read_state(what, read)
+
+    def operator_of(self, var: str) -> int:
+        """The id of the stateful operator that declares state variable `var` (from the
+        checkpoint's state metadata; with chained operators the last stage is operator 0)."""
+        return state_source.operator_of(self.spark, self.checkpoint, var)
+
+    def _read_state(self, what: str, read: Callable[[], pd.DataFrame]) -> pd.DataFrame:
+        try:
+            return read()
+        except Exception as exc:
+            if setting("strict", 0):
+                raise
+            reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            print(f"could not read {what} from {self.checkpoint}: {reason}")
+            for op in self._last_progress().get("stateOperators", []):
+                print(f"  the last micro-batch reports {op['operatorName']}: {op['numRowsTotal']} rows, "
+                      f"{op['memoryUsedBytes'] / 1024:.0f} KiB")
+            return pd.DataFrame()
+
+    # --- the reference, and stopping
+    def verify(self):
+        """Compare the output topic with the batch reference; prints the report and returns it."""
+        from joinlab.verify import verify
+        report = verify(self.pattern, self.bootstrap)
+        print("\n".join(report.lines()))
+        return report
+
+    def stop(self, spark: bool = True) -> None:
+        """Stop the generator, the query and (by default) the Spark session."""
+        if self.feed:
+            self.feed.stop()
+        if self.query is not None and self.query.isActive:
+            self.query.stop()
+        if spark and self.spark is not None:
+            self.spark.stop()
+            self.spark = None
+        print(f"stopped: generator {self.feed!r}, query active: "
+              f"{bool(self.query and self.query.isActive)}")

@@ -1,0 +1,93 @@
+"""What the job has done, as tables: records per topic over time, and one row per micro-batch.
+
+Why offsets and not Spark's row counts: numInputRows counts a source once per scan, and a job
+that reads its input in two branches (events and dead letters) scans it twice.
+"""
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, Callable
+
+import pandas as pd
+
+OBSERVED = "records_out"  # the name of the per-output-topic counts in each micro-batch's progress
+
+
+def as_dict(progress: Any) -> dict:
+    """A StreamingQueryProgress (or the dict older pyspark returns) as a plain dict; {} for None."""
+    return (json.loads(progress.json) if hasattr(progress, "json") else progress) or {}
+
+
+def _offsets(value) -> dict:
+    return (json.loads(value) if isinstance(value, str) else value) or {}
+
+
+def _offset_span(source: dict) -> int:
+    """Records between a source's start and end offsets ({topic: {partition: offset}})."""
+    start, end = _offsets(source.get("startOffset")), _offsets(source.get("endOffset"))
+    return sum(int(offset) - int(start.get(topic, {}).get(part, 0))
+               for topic, parts in end.items() if isinstance(parts, dict) for part, offset in parts.items())
+
+
+def caught_up(progress: dict, ends: dict[str, dict[str, int]]) -> bool:
+    """True when the micro-batch of `progress` read up to `ends` ({topic: {partition: offset}})."""
+    if not progress.get("sources"):
+        return False
+    done = _offsets(progress["sources"][0]["endOffset"])
+    return all(int(done.get(t, {}).get(p, 0)) >= end for t, parts in ends.items() for p, end in parts.items())
+
+
+def batches(recent: list) -> pd.DataFrame:
+    """One row per micro-batch with input: records read, records written per output topic (the
+    job's `observe` metrics), duration, and the state operators' rows and memory."""
+    out = []
+    for p in map(as_dict, recent):
+        if not p.get("numInputRows"):
+            continue
+        row = {"batch": p["batchId"], "time": pd.Timestamp(p["timestamp"]),
+               "records in": sum(_offset_span(src) for src in p.get("sources", [])),
+               "duration s": p.get("batchDuration", p["durationMs"].get("triggerExecution", 0)) / 1000}
+        for topic, n in ((p.get("observedMetrics") or {}).get(OBSERVED) or {}).items():
+            row[f"out {topic}"] = n
+        ops = p.get("stateOperators") or []
+        if ops:
+            row["state rows"] = sum(op["numRowsTotal"] for op in ops)
+            row["state rows updated"] = sum(op["numRowsUpdated"] for op in ops)
+            row["state memory KiB"] = sum(op["memoryUsedBytes"] for op in ops) / 1024
+        out.append(row)
+    return pd.DataFrame(out).set_index("batch") if out else pd.DataFrame()
+
+
+def timeline(records: pd.DataFrame, topics: list[str], freq: str = "1s",
+             since: pd.Timestamp | None = None) -> pd.DataFrame:
+    """Cumulative records per topic over wall time (Kafka timestamps of `records`, a `frame`),
+    one row per `freq`; `since` leaves out older records."""
+    df = records
+    if since is not None and not df.empty:
+        df = df[df["time"] >= since - pd.Timedelta(freq)]
+    if df.empty:
+        return pd.DataFrame(columns=topics)
+    step = pd.Timedelta(freq).total_seconds()
+    start = df["time"].min().floor(freq)
+    df = df.assign(t=(df["time"].dt.floor(freq) - start).dt.total_seconds())
+    counts = df.groupby(["t", "topic"]).size().unstack(fill_value=0)
+    counts = counts.reindex(columns=[t for t in topics if t in counts.columns])
+    index = pd.Index([i * step for i in range(round(counts.index.max() / step) + 1)], name="seconds")
+    return counts.reindex(index, fill_value=0).cumsum()
+
+
+def wait_until(condition: Callable[[], Any], timeout_s: float, what: str, interval_s: float = 0.25,
+               check: Callable[[], None] | None = None) -> Any:
+    """Poll `condition` until it returns something truthy (returned); TimeoutError after `timeout_s`.
+    `check` runs on every poll and may raise to give up early (e.g. the query failed)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if check:
+            check()
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout_s:.0f}s waiting for {what}")
+        time.sleep(interval_s)

@@ -1,0 +1,74 @@
+"""The job's state read from its checkpoint with Spark's state data sources.
+
+Why from the checkpoint: it is what a restart would resume from, read without touching the
+running query. `state-metadata` lists the stateful operators, `statestore` reads one of them.
+"""
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+
+
+def _declared(properties: str | None) -> list[dict]:
+    """The state variables in a transformWithState operator's properties JSON ([] otherwise)."""
+    try:
+        variables = json.loads(properties or "{}").get("stateVariables", [])
+        return [{"name": v["stateName"], "type": v["stateVariableType"]} for v in variables]
+    except (TypeError, ValueError, KeyError, AttributeError):
+        return []
+
+
+def _state_variables(properties: str | None) -> list[str]:
+    """'name (type)' of each state variable in a transformWithState operator's properties JSON."""
+    return [f"{v['name']} ({v['type']})" for v in _declared(properties)]
+
+
+def _operators(spark, checkpoint: str) -> pd.DataFrame:
+    return spark.read.format("state-metadata").load(checkpoint).toPandas()
+
+
+def metadata(spark, checkpoint: str) -> pd.DataFrame:
+    """One row per stateful operator, with the state variables of transformWithState operators."""
+    df = _operators(spark, checkpoint)
+    df["stateVariables"] = [_state_variables(props) for props in df["operatorProperties"]]
+    return df[["operatorId", "operatorName", "numPartitions", "minBatchId", "maxBatchId", "stateVariables"]]
+
+
+def operator_of(spark, checkpoint: str, var: str) -> int:
+    """The id of the operator that declares state variable `var`. Why look it up: with chained
+    transformWithState operators the ids are not the order of the stages (Spark numbers them
+    from the sink back, so the last stage is operator 0)."""
+    df = _operators(spark, checkpoint)
+    found = sorted({int(op) for op, props in zip(df["operatorId"], df["operatorProperties"])
+                    if var in {v["name"] for v in _declared(props)}})
+    if len(found) != 1:
+        raise ValueError(f"state variable {var!r} is declared by {len(found)} operators {found} "
+                         f"in {checkpoint}; pass operator_id")
+    return found[0]
+
+
+def read(spark, checkpoint: str, var: str | None = None, operator_id: int = 0, batch_id: int | None = None,
+         **options: str) -> pd.DataFrame:
+    """One operator's state (one state variable of it, if `var`), struct columns flattened:
+    key.zone_id -> zone_id, and `<struct>.<field>` where a field name repeats."""
+    from pyspark.sql import functions as F
+    reader = spark.read.format("statestore").option("operatorId", str(operator_id))
+    if var is not None:
+        reader = reader.option("stateVarName", var)
+    if batch_id is not None:
+        reader = reader.option("batchId", str(batch_id))
+    for key, value in options.items():
+        reader = reader.option(key, str(value))
+    df = reader.load(checkpoint)
+    columns, seen = [], set()
+    for field in df.schema.fields:
+        if field.dataType.typeName() == "struct":
+            for sub in field.dataType.fieldNames():
+                name = sub if sub not in seen else f"{field.name}.{sub}"
+                seen.add(name)
+                columns.append(F.col(f"`{field.name}`.`{sub}`").alias(name))
+        else:
+            seen.add(field.name)
+            columns.append(F.col(f"`{field.name}`"))
+    return df.select(*columns).toPandas()
