@@ -151,8 +151,10 @@ def main(argv: list[str] | None = None) -> None:
     g.add_argument("--purchases", type=float, default=0.25, help="relative weight of coupon purchases (default 0.25)")
     g.add_argument("--restarts", type=float, default=0.01,
                    help="relative weight of second starts of a started lottery (default 0.01)")
-    g.add_argument("--unstarted", type=float, default=0.05, help="share of clicks on a lottery not started (default 0.05)")
-    g.add_argument("--no-coupon", type=float, default=0.05, help="share of clicks by a user without a coupon (default 0.05)")
+    g.add_argument("--unstarted", type=float, default=0.05,
+                   help="share of clicks on a lottery not started (default 0.05)")
+    g.add_argument("--no-coupon", type=float, default=0.05,
+                   help="share of clicks by a user without a coupon (default 0.05)")
     g.add_argument("--bad-amounts", type=float, default=0.05,
                    help="share of purchases of zero or fewer coupons (default 0.05)")
     args = parser.parse_args(argv)

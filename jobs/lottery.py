@@ -25,7 +25,8 @@ OUTPUT_TOPICS = [WINNERS_TOPIC, REJECTIONS_TOPIC, DEAD_LETTERS_TOPIC]
 _ID = Check("length(event_id) > 0", lambda e: len(e["event_id"]) > 0, "invalid field: event_id (must not be empty)")
 LOTTERY_EVENTS = EventSchema(
     LOTTERY_TOPIC, {"event_id": "string", "type": "string", "lottery_id": "bigint", "event_time": "timestamp"},
-    checks=(_ID, Check(f"`type` = '{STARTED}'", lambda e: e["type"] == STARTED, f"invalid field: type (must be {STARTED})")))
+    checks=(_ID, Check(f"`type` = '{STARTED}'", lambda e: e["type"] == STARTED,
+                       f"invalid field: type (must be {STARTED})")))
 USER_EVENTS = EventSchema(
     USER_TOPIC, {"event_id": "string", "type": "string", "user_id": "bigint", "amount": "bigint",
                  "lottery_id": "bigint", "event_time": "timestamp"},
@@ -33,7 +34,8 @@ USER_EVENTS = EventSchema(
     checks=(_ID,
             Check(f"`type` IN ('{BOUGHT}', '{CLICKED}')", lambda e: e["type"] in (BOUGHT, CLICKED),
                   f"invalid field: type (must be {BOUGHT} or {CLICKED})"),
-            Check(f"`type` <> '{BOUGHT}' OR amount IS NOT NULL", lambda e: e["type"] != BOUGHT or e.get("amount") is not None,
+            Check(f"`type` <> '{BOUGHT}' OR amount IS NOT NULL",
+                  lambda e: e["type"] != BOUGHT or e.get("amount") is not None,
                   f"missing field: amount ({BOUGHT} needs it)"),
             Check(f"`type` <> '{CLICKED}' OR lottery_id IS NOT NULL",
                   lambda e: e["type"] != CLICKED or e.get("lottery_id") is not None,
@@ -51,7 +53,8 @@ def decide(events: DataFrame, seed: int, watermark_delay_ms: int) -> DataFrame:
     by_lottery = (F.col("topic") == LOTTERY_TOPIC) | (F.col("type") == CLICKED)
     keyed = timed.select(F.when(by_lottery, LOTTERY).otherwise(USER).alias("entity"),
                          F.when(by_lottery, F.col("lottery_id")).otherwise(F.col("user_id")).alias("entity_id"),
-                         "event_id", "type", F.unix_micros("event_time").alias("t_us"), "lottery_id", "user_id", "amount")
+                         "event_id", "type", F.unix_micros("event_time").alias("t_us"),
+                         "lottery_id", "user_id", "amount")
     gated = keyed.select(*EVENT_COLUMNS).groupBy("entity", "entity_id").transformWithState(
         LotteryGate(), FLOW, "Append", "EventTime", eventTimeColumnName="out_time")
     spent = gated.groupBy("entity", "entity_id").transformWithState(

@@ -53,7 +53,8 @@ def timer_ms(t_us: int) -> int:
     return -(-t_us // 1000)
 
 
-def draw(seed: int, lottery_id: int, window_start_us: int, entrants: list[tuple[int, str, int]]) -> tuple[int, str, int]:
+def draw(seed: int, lottery_id: int, window_start_us: int,
+         entrants: list[tuple[int, str, int]]) -> tuple[int, str, int]:
     """The winner among (t_us, event_id, user_id) entrants: sha256 of (seed, lottery, window)
     indexes the entrants sorted by (event time, event id). Same events and seed, same winner,
     whatever the order the entrants arrived in or how often the window is replayed."""

@@ -22,7 +22,7 @@ from typing import Iterator
 from pyspark.sql import Row
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
-from jobs.lottery_rules import (ALREADY_STARTED, BOUGHT, CLICKED, INACTIVE, LATE, NO_COUPON, NON_POSITIVE, STARTED,
+from jobs.lottery_rules import (ALREADY_STARTED, BOUGHT, INACTIVE, LATE, NO_COUPON, NON_POSITIVE, STARTED,
                                 WINDOW_US, draw, message, order_key, timer_ms, window_start)
 
 EVENT, ENTRY, REJECTION, WINNER = "event", "entry", "rejection", "winner"
@@ -79,7 +79,8 @@ class _EventTimeBuffer(StatefulProcessor):
 
     def due(self, watermark_ms: int) -> list[dict]:
         """The held events at or behind the watermark, in order; they leave the buffer."""
-        ready = [_event_fields(event_id, p) for (event_id,), p in self.pending.iterator() if p[1] <= watermark_ms * 1000]
+        ready = [_event_fields(event_id, p) for (event_id,), p in self.pending.iterator()
+                 if p[1] <= watermark_ms * 1000]
         ready.sort(key=lambda e: order_key(e["t_us"], e["type"], e["event_id"]))
         for event in ready:
             self.pending.removeKey((event["event_id"],))

@@ -111,7 +111,8 @@ def outcomes(records: list, config: Settings | None = None) -> tuple[dict, dict,
             rejections[event["event_id"]] = rejection(event, NO_COUPON)
         else:
             coupons[user] -= 1
-            windows.setdefault((lottery, window_start(event["t_us"])), []).append((event["t_us"], event["event_id"], user))
+            entrant = (event["t_us"], event["event_id"], user)
+            windows.setdefault((lottery, window_start(event["t_us"])), []).append(entrant)
     winners = {key: winner(key[0], key[1], entrants, config.seed) for key, entrants in windows.items()
                if key[1] + WINDOW_US <= watermark_us}
     return winners, rejections, watermark_us // 1000

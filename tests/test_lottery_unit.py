@@ -227,12 +227,14 @@ def as_views(rows) -> dict:
         if r.kind == WINNER:
             start = reference.moment(r.window_start_us)
             views[f"winner {r.lottery_id} {start.isoformat()}"] = {
-                "lottery_id": r.lottery_id, "window_start": start, "window_end": reference.moment(r.window_start_us + WINDOW_US),
+                "lottery_id": r.lottery_id, "window_start": start,
+                "window_end": reference.moment(r.window_start_us + WINDOW_US),
                 "winner_user_id": r.winner_user_id, "winning_event_id": r.winning_event_id, "entrants": r.entrants,
                 "seed": r.seed}
         else:
             views[f"rejection {r.event_id}"] = {
-                "event_id": r.event_id, "type": r.type, "event_time": reference.moment(r.t_us), "lottery_id": r.lottery_id,
+                "event_id": r.event_id, "type": r.type, "event_time": reference.moment(r.t_us),
+                "lottery_id": r.lottery_id,
                 "user_id": r.user_id, "amount": r.amount, "rule": r.rule, "message": r.message}
     return views
 
@@ -292,7 +294,8 @@ def test_the_reference_rejects_a_record_late_when_the_records_sent_before_it_pas
         return Record(topic, b"k", json.dumps(body).encode(), "event")
     clock = rec({"event_id": "x", "type": STARTED, "lottery_id": 1, "event_time": "2026-01-01T00:01:00Z"})
     late = rec({"event_id": "y", "type": CLICKED, "user_id": 3, "lottery_id": 1, "event_time": "2026-01-01T00:00:50Z"})
-    ok = rec({"event_id": "z", "type": CLICKED, "user_id": 3, "lottery_id": 1, "event_time": "2026-01-01T00:00:50.001Z"})
+    ok = rec({"event_id": "z", "type": CLICKED, "user_id": 3, "lottery_id": 1,
+              "event_time": "2026-01-01T00:00:50.001Z"})
     want = reference.expected([clock, late, ok])
     assert want["rejection y"]["rule"] == LATE
     assert "rejection z" not in want  # after the final watermark (00:00:50): not decided yet
@@ -320,8 +323,8 @@ def test_shape_rules_are_dead_letter_reasons_not_rejections():
     assert reason(USER_TOPIC, {**base, "type": BOUGHT}) == "missing field: amount (CouponsBought needs it)"
     assert reason(USER_TOPIC, {**base, "type": CLICKED}) == "missing field: lottery_id (Clicked needs it)"
     assert reason(USER_TOPIC, {**base, "type": BOUGHT, "amount": -2}) is None  # a rule for the job: a rejection
-    assert reason(LOTTERY_TOPIC, {"event_id": "", "type": STARTED, "lottery_id": 1,
-                                  "event_time": "2026-01-01T00:00:00Z"}) == "invalid field: event_id (must not be empty)"
+    empty_id = {"event_id": "", "type": STARTED, "lottery_id": 1, "event_time": "2026-01-01T00:00:00Z"}
+    assert reason(LOTTERY_TOPIC, empty_id) == "invalid field: event_id (must not be empty)"
 
 
 def test_the_generator_is_seeded_keyed_by_entity_and_exercises_every_rule():
