@@ -338,3 +338,19 @@ def test_the_generator_is_seeded_keyed_by_entity_and_exercises_every_rule():
     for rule in (INACTIVE, NO_COUPON):
         assert 0.02 * clicks < rules.count(rule) < 0.12 * clicks, rule
     assert rules.count(ALREADY_STARTED) > 0 and rules.count(NON_POSITIVE) > 0
+
+
+def test_an_identical_replayed_outcome_is_harmless_and_a_different_one_is_a_mismatch(job_settings):
+    from joinlab.topics import Record as TopicRecord
+    from joinlab.verify import compare
+    records = generate(2, 600, lotteries=2, users=20)
+    want = reference.expected(records)
+    key = next(k for k in want if k.startswith("winner"))
+    view = want[key]
+    body = dict(view, window_start=view["window_start"].isoformat(), window_end=view["window_end"].isoformat())
+    out = [TopicRecord("lottery-winners", 0, i, b"k", json.dumps(body).encode(), 0) for i in range(2)]
+    assert reference.actual(out) == {key: view}  # the at-least-once sink wrote it twice, identically
+    other = dict(body, winner_user_id=body["winner_user_id"] + 1)
+    out.append(TopicRecord("lottery-winners", 0, 2, b"k", json.dumps(other).encode(), 0))
+    report = compare("lottery", {key: view}, reference.actual(out), reference.version)
+    assert report.mismatched == [key] and not report.ok
