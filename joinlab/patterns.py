@@ -5,7 +5,7 @@ import importlib
 import importlib.util
 from types import ModuleType
 
-PATTERNS = {"tweet-views": "tweet_views", "car-pollution": "car_pollution"}
+PATTERNS = {"tweet-views": "tweet_views", "car-pollution": "car_pollution", "lottery": "lottery"}
 
 
 def module_name(pattern: str) -> str:

@@ -1,0 +1,89 @@
+"""Lottery: lottery events and user events co-processed by three keyed stages, 10-second
+windows, and a seeded winner per window (stages: jobs/lottery_stages.py; rules: lottery_rules.py).
+
+A click needs both its lottery's state (started?) and its user's coupons, and the two topics are
+keyed by different ids. So no single key can hold both: stage 1 keyed by lottery, stage 2 by
+user, stage 3 by lottery again, chained in one query. Each stage applies its rules in event-time
+order once the watermark has passed an event, so the result does not depend on which topic was
+read first, nor on partitions, tasks or micro-batches. `decide` is the whole pattern as a
+function of DataFrames; `build` only wires it to Kafka rows.
+"""
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from jobs.lottery_rules import BOUGHT, CLICKED, STARTED, WINDOW_US, settings
+from jobs.lottery_stages import EVENT_COLUMNS, FLOW, LOTTERY, REJECTION, USER, WINNER, Coupons, Draw, LotteryGate
+from joinlab.events import Check, EventSchema, parse_events
+
+LOTTERY_TOPIC, USER_TOPIC = "lottery-events", "user-events"
+WINNERS_TOPIC, REJECTIONS_TOPIC, DEAD_LETTERS_TOPIC = "lottery-winners", "lottery-rejections", "lottery-dlq"
+INPUT_TOPICS = [LOTTERY_TOPIC, USER_TOPIC]
+OUTPUT_TOPICS = [WINNERS_TOPIC, REJECTIONS_TOPIC, DEAD_LETTERS_TOPIC]
+
+_ID = Check("length(event_id) > 0", lambda e: len(e["event_id"]) > 0, "invalid field: event_id (must not be empty)")
+LOTTERY_EVENTS = EventSchema(
+    LOTTERY_TOPIC, {"event_id": "string", "type": "string", "lottery_id": "bigint", "event_time": "timestamp"},
+    checks=(_ID, Check(f"`type` = '{STARTED}'", lambda e: e["type"] == STARTED,
+                       f"invalid field: type (must be {STARTED})")))
+USER_EVENTS = EventSchema(
+    USER_TOPIC, {"event_id": "string", "type": "string", "user_id": "bigint", "amount": "bigint",
+                 "lottery_id": "bigint", "event_time": "timestamp"},
+    optional=("amount", "lottery_id"),
+    checks=(_ID,
+            Check(f"`type` IN ('{BOUGHT}', '{CLICKED}')", lambda e: e["type"] in (BOUGHT, CLICKED),
+                  f"invalid field: type (must be {BOUGHT} or {CLICKED})"),
+            Check(f"`type` <> '{BOUGHT}' OR amount IS NOT NULL",
+                  lambda e: e["type"] != BOUGHT or e.get("amount") is not None,
+                  f"missing field: amount ({BOUGHT} needs it)"),
+            Check(f"`type` <> '{CLICKED}' OR lottery_id IS NOT NULL",
+                  lambda e: e["type"] != CLICKED or e.get("lottery_id") is not None,
+                  f"missing field: lottery_id ({CLICKED} needs it)")))
+
+
+def decide(events: DataFrame, seed: int, watermark_delay_ms: int) -> DataFrame:
+    """The core of the pattern: valid events (parse_events' frame) in, outcomes out (FLOW rows of
+    kind "winner" or "rejection"). One frame out, not two: two branches would plan the stages twice.
+
+    Spark drops input rows behind the watermark before a transformWithState sees them, without a
+    word. Stage 1 gets the event time as plain microseconds instead (t_us carries no watermark
+    metadata), so it sees a late event and rejects it with a reason; the watermark still advances."""
+    timed = events.withWatermark("event_time", f"{watermark_delay_ms} milliseconds")
+    by_lottery = (F.col("topic") == LOTTERY_TOPIC) | (F.col("type") == CLICKED)
+    keyed = timed.select(F.when(by_lottery, LOTTERY).otherwise(USER).alias("entity"),
+                         F.when(by_lottery, F.col("lottery_id")).otherwise(F.col("user_id")).alias("entity_id"),
+                         "event_id", "type", F.unix_micros("event_time").alias("t_us"),
+                         "lottery_id", "user_id", "amount")
+    gated = keyed.select(*EVENT_COLUMNS).groupBy("entity", "entity_id").transformWithState(
+        LotteryGate(), FLOW, "Append", "EventTime", eventTimeColumnName="out_time")
+    spent = gated.groupBy("entity", "entity_id").transformWithState(
+        Coupons(), FLOW, "Append", "EventTime", eventTimeColumnName="out_time")
+    return spent.groupBy("entity", "entity_id").transformWithState(Draw(seed), FLOW, "Append", "EventTime")
+
+
+def _time(micros: str):
+    return F.timestamp_micros(F.col(micros))
+
+
+def to_kafka_rows(outcomes: DataFrame) -> DataFrame:
+    """Outcomes as Kafka sink rows: winners keyed by lottery, rejections keyed by event id."""
+    winner = F.to_json(F.struct("lottery_id", _time("window_start_us").alias("window_start"),
+                                F.timestamp_micros(F.col("window_start_us") + WINDOW_US).alias("window_end"),
+                                "winner_user_id", "winning_event_id", "entrants", "seed"))
+    rejection = F.to_json(F.struct("event_id", "type", _time("t_us").alias("event_time"), "lottery_id", "user_id",
+                                   "amount", "rule", "message"), {"ignoreNullFields": "false"})
+    is_winner = F.col("kind") == WINNER
+    return outcomes.where(F.col("kind").isin(WINNER, REJECTION)).select(
+        F.when(is_winner, WINNERS_TOPIC).otherwise(REJECTIONS_TOPIC).alias("topic"),
+        F.when(is_winner, F.col("lottery_id").cast("string")).otherwise(F.col("event_id")).alias("key"),
+        F.when(is_winner, winner).otherwise(rejection).alias("value"))
+
+
+def build(raw: DataFrame) -> DataFrame:
+    """Raw Kafka rows in, Kafka sink rows (topic, key, value) out: winners, rejections, dead letters.
+    The seed and the watermark delay are read from the environment here ($LOTTERY_SEED,
+    $LOTTERY_WATERMARK_DELAY; see jobs/lottery_rules.py)."""
+    parsed = parse_events(raw, [LOTTERY_EVENTS, USER_EVENTS], DEAD_LETTERS_TOPIC, job="lottery")
+    config = settings()
+    return to_kafka_rows(decide(parsed.events, config.seed, config.watermark_delay_ms)).unionByName(parsed.dead_letters)

@@ -1,0 +1,154 @@
+"""Lottery end to end: generator -> Kafka -> Spark job -> Kafka -> verifier, real parts only.
+
+Disorder stays within the watermark delay here (4 s + 1 s for a duplicate, against 10 s), so no
+event is late and the outcomes are a function of the events alone; the late click is a crafted
+scenario, sent after the job has moved past it."""
+import json
+
+import pytest
+
+import jobs.lottery as lottery
+from generators.lottery import generate
+from jobs.lottery_rules import ALREADY_STARTED, INACTIVE, LATE, NO_COUPON, NON_POSITIVE, settings
+from joinlab import job as runner
+from joinlab.generate import Disorder, Record, send
+from joinlab.topics import create_topics, read_topics
+from joinlab.verify import verify
+from references import lottery as reference
+from tests.conftest import wait_for
+
+pytestmark = pytest.mark.spark
+
+WITHIN_THE_DELAY = Disorder(delayed=0.5, max_delay_s=4.0, duplicates=0.1, malformed=0.02)
+
+
+def setup_topics(bootstrap, partitions=None):
+    create_topics(bootstrap, lottery.INPUT_TOPICS + lottery.OUTPUT_TOPICS, partitions=partitions)
+
+
+def run_to_end(spark, bootstrap, checkpoint, **kwargs):
+    query = runner.start(spark, lottery, bootstrap, str(checkpoint), available_now=True, **kwargs)
+    query.awaitTermination()
+    assert query.exception() is None
+    return query
+
+
+def outcomes(bootstrap, after: set = frozenset()) -> dict:
+    """Winners and rejections on the output topics (those not at `after` positions), as the reference reads them."""
+    records = read_topics(bootstrap, [lottery.WINNERS_TOPIC, lottery.REJECTIONS_TOPIC])
+    return reference.actual([r for r in records if (r.topic, r.partition, r.offset) not in after])
+
+
+def positions(bootstrap) -> set:
+    return {(r.topic, r.partition, r.offset)
+            for r in read_topics(bootstrap, [lottery.WINNERS_TOPIC, lottery.REJECTIONS_TOPIC])}
+
+
+def in_chunks(records, n):
+    """`records` cut into `n` runs of arrival order: what a live job reading them would see."""
+    size = -(-len(records) // n)
+    return [records[i:i + size] for i in range(0, len(records), size)]
+
+
+@pytest.mark.parametrize("seed,topic_partitions,shuffle_partitions,chunks", [(1, 1, 1, 2), (2, 5, 8, 1)])
+def test_outcomes_equal_the_batch_reference_for_any_partitioning(spark, bootstrap, tmp_path, seed,
+                                                                 topic_partitions, shuffle_partitions, chunks):
+    """The original was only right with one parallel instance: here 1 or 5 partitions per topic and
+    1 or 8 state partitions give the reference's outcomes. With 1 partition the events arrive in
+    two halves, each read by its own run from one checkpoint, as a live job reads what has
+    arrived (a cap like maxOffsetsPerTrigger would read the sparse lottery topic behind the busy
+    user topic: see docs/lottery.md). Each run ends with a no-data batch that moves the watermark."""
+    setup_topics(bootstrap, partitions=topic_partitions)
+    records = generate(seed, 800, lotteries=3, users=30, disorder=WITHIN_THE_DELAY)
+    before = spark.conf.get("spark.sql.shuffle.partitions")
+    spark.conf.set("spark.sql.shuffle.partitions", str(shuffle_partitions))  # taken by a fresh checkpoint only
+    try:
+        batches = 0
+        for chunk in in_chunks(records, chunks):
+            send(bootstrap, chunk, progress=False)
+            batches += len(run_to_end(spark, bootstrap, tmp_path / "cp").recentProgress)
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", before)
+    assert batches >= chunks + 1, "want several micro-batches"
+    report = verify("lottery", bootstrap)
+    assert report.ok, "\n".join(report.lines())
+    got = outcomes(bootstrap)
+    assert sum(key.startswith("winner") for key in got) >= 6
+    assert {v["rule"] for key, v in got.items() if key.startswith("rejection")} == {
+        ALREADY_STARTED, NON_POSITIVE, INACTIVE, NO_COUPON}
+    letters = read_topics(bootstrap, [lottery.DEAD_LETTERS_TOPIC])
+    assert len(letters) == sum(r.kind not in ("event", "duplicate") for r in records)
+
+
+def test_winners_are_the_same_on_a_second_run_and_after_a_stop_and_restart(spark, bootstrap, tmp_path):
+    setup_topics(bootstrap)
+    first_half, second_half = in_chunks(generate(3, 800, lotteries=3, users=30, disorder=WITHIN_THE_DELAY), 2)
+    send(bootstrap, first_half, progress=False)
+    query = runner.start(spark, lottery, bootstrap, str(tmp_path / "stopped"), trigger_interval="200 milliseconds")
+    wait_for(lambda: runner.input_rows(query) > 0, 240, "the first half read")
+    send(bootstrap, second_half, progress=False)
+    query.stop()  # mid-stream: windows and coupons are half-way in the state store
+    resumed = run_to_end(spark, bootstrap, tmp_path / "stopped")
+    assert resumed.recentProgress[0]["batchId"] >= 1, "the restart began again from batch 0"
+    first = outcomes(bootstrap)
+    seen = positions(bootstrap)
+
+    run_to_end(spark, bootstrap, tmp_path / "fresh")  # the same events, all at once, in one fresh run
+    second = outcomes(bootstrap, after=seen)
+    assert sum(key.startswith("winner") for key in first) >= 6
+    assert second == first == reference.expected(read_topics(bootstrap, lottery.INPUT_TOPICS))
+    assert {v["seed"] for key, v in first.items() if key.startswith("winner")} == {settings().seed}
+
+
+AT = "2026-01-01T00:00:{:06.3f}Z"
+
+
+def event(event_id, kind, seconds, **fields) -> Record:
+    topic = lottery.LOTTERY_TOPIC if kind == "LotteryStarted" else lottery.USER_TOPIC
+    key = fields["lottery_id"] if topic == lottery.LOTTERY_TOPIC else fields["user_id"]
+    body = {"event_id": event_id, "type": kind, **fields, "event_time": AT.format(seconds)}
+    return Record(topic, str(key).encode(), json.dumps(body).encode(), "event")
+
+
+BAD = {
+    "malformed JSON": b'{"event_id": "m1", "type": ',
+    "missing field: user_id": json.dumps({"event_id": "m2", "type": "Clicked", "lottery_id": 1,
+                                          "event_time": AT.format(4)}).encode(),
+    "invalid field: amount (expected bigint)": json.dumps({"event_id": "m3", "type": "CouponsBought", "user_id": 5,
+                                                           "amount": "two", "event_time": AT.format(4)}).encode(),
+    "invalid field: type (must be CouponsBought or Clicked)": json.dumps(
+        {"event_id": "m4", "type": "LotteryStarted", "user_id": 5, "event_time": AT.format(4)}).encode(),
+}
+
+
+def test_a_late_click_is_rejected_and_bad_records_are_dead_lettered_while_the_job_keeps_running(
+        spark, bootstrap, tmp_path):
+    setup_topics(bootstrap)
+    query = runner.start(spark, lottery, bootstrap, str(tmp_path / "cp"), trigger_interval="500 milliseconds")
+    try:
+        send(bootstrap, [event("s1", "LotteryStarted", 0, lottery_id=1),
+                         event("b1", "CouponsBought", 1, user_id=5, amount=2),
+                         event("c1", "Clicked", 2, user_id=5, lottery_id=1),
+                         event("clock1", "LotteryStarted", 30, lottery_id=2)], progress=False)
+        wait_for(lambda: any(k.startswith("winner 1") for k in outcomes(bootstrap)), 120,
+                 "the winner of lottery 1's first window (the watermark is then at 20 s)")
+
+        bad = [Record(lottery.USER_TOPIC, b"5", value, "bad") for value in BAD.values()]
+        send(bootstrap, [event("late", "Clicked", 3, user_id=5, lottery_id=1)] + bad +
+             [event("neg", "CouponsBought", 25, user_id=5, amount=-1),
+              event("clock2", "LotteryStarted", 40, lottery_id=3)], progress=False)
+        wait_for(lambda: "rejection neg" in outcomes(bootstrap), 120, "the negative purchase's rejection")
+        assert query.isActive and query.exception() is None
+    finally:
+        query.stop()
+
+    got = outcomes(bootstrap)
+    assert got["rejection late"]["rule"] == LATE
+    assert got["rejection late"]["message"] == "Late click behind the watermark, lotteryId: 1"
+    assert got["rejection neg"]["message"] == "Cannot buy negative amount of coupons"
+    assert got["winner 1 2026-01-01T00:00:00+00:00"]["winning_event_id"] == "c1"
+    letters = [json.loads(r.value) for r in read_topics(bootstrap, [lottery.DEAD_LETTERS_TOPIC])]
+    assert sorted(letter["reason"] for letter in letters) == sorted(BAD)
+    assert {letter["job"] for letter in letters} == {"lottery"}
+    report = verify("lottery", bootstrap)
+    assert report.ok, "\n".join(report.lines())
