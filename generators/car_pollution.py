@@ -19,8 +19,8 @@ from datetime import datetime, timedelta, timezone
 from faker import Faker
 
 from jobs.car_pollution import ARRIVALS, ARRIVALS_TOPIC, INPUT_TOPICS, READINGS, READINGS_TOPIC
-from joinlab.generate import (Disorder, Event, Record, add_generator_args, arrange, bootstrap_from_args,
-                              check_generator_args, disorder_from_args, iso, send, summary)
+from joinlab.generate import (Disorder, Event, Record, add_generator_args, arrange, check_generator_args,
+                              disorder_from_args, iso, produce)
 
 SCHEMAS = {ARRIVALS_TOPIC: ARRIVALS, READINGS_TOPIC: READINGS}
 START = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -118,11 +118,7 @@ def main(argv: list[str] | None = None) -> None:
                            same_zone=args.same_zone, disorder=disorder_from_args(args), rate=args.rate or 1000.0)
     except ValueError as exc:
         parser.error(f"{exc}; adjust --cars/--zones or raise --count")
-    bootstrap = bootstrap_from_args(args)
-    from joinlab.topics import create_topics
-    create_topics(bootstrap, INPUT_TOPICS)
-    sent = send(bootstrap, records, rate=args.rate, progress=not args.no_progress)
-    print(f"car-pollution: sent {sent} records to {', '.join(INPUT_TOPICS)} at {bootstrap}: {summary(records)}")
+    produce("car-pollution", args, INPUT_TOPICS, records)
 
 
 if __name__ == "__main__":

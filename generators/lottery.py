@@ -19,8 +19,8 @@ from faker import Faker
 
 from jobs.lottery import INPUT_TOPICS, LOTTERY_EVENTS, LOTTERY_TOPIC, USER_EVENTS, USER_TOPIC
 from jobs.lottery_rules import BOUGHT, CLICKED, STARTED
-from joinlab.generate import (Disorder, Event, Record, add_generator_args, arrange, bootstrap_from_args,
-                              check_generator_args, disorder_from_args, iso, send, summary)
+from joinlab.generate import (Disorder, Event, Record, add_generator_args, arrange, check_generator_args,
+                              disorder_from_args, iso, produce)
 
 SCHEMAS = {LOTTERY_TOPIC: LOTTERY_EVENTS, USER_TOPIC: USER_EVENTS}
 START = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -166,11 +166,7 @@ def main(argv: list[str] | None = None) -> None:
                            rate=args.rate or DEFAULT_RATE)
     except ValueError as exc:
         parser.error(f"{exc}; adjust the lottery options or raise --count")
-    bootstrap = bootstrap_from_args(args)
-    from joinlab.topics import create_topics
-    create_topics(bootstrap, INPUT_TOPICS)
-    sent = send(bootstrap, records, rate=args.rate, progress=not args.no_progress)
-    print(f"lottery: sent {sent} records to {', '.join(INPUT_TOPICS)} at {bootstrap}: {summary(records)}")
+    produce("lottery", args, INPUT_TOPICS, records)
 
 
 if __name__ == "__main__":

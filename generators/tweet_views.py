@@ -18,8 +18,7 @@ from faker import Faker
 
 from jobs.tweet_views import INPUT_TOPICS, TWEETS, TWEETS_TOPIC, USERS, USERS_TOPIC
 from joinlab.generate import (Disorder, Event, Record, add_generator_args, arrange, arrive_first,
-                              bootstrap_from_args, check_generator_args, disorder_from_args, iso, send,
-                              summary)
+                              check_generator_args, disorder_from_args, iso, produce)
 
 SCHEMAS = {USERS_TOPIC: USERS, TWEETS_TOPIC: TWEETS}
 START = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -118,14 +117,10 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"--users must be between 1 and --count ({args.count}); lower --users or raise --count")
     if args.user_updates < 0 or args.tweet_edits < 0:
         parser.error("--user-updates and --tweet-edits must be >= 0 (e.g. 0.2)")
-    bootstrap = bootstrap_from_args(args)
     records = generate(args.seed, args.count, users=args.users, user_updates=args.user_updates,
                        tweet_edits=args.tweet_edits, tweets_first=args.tweets_first,
                        disorder=disorder_from_args(args), rate=args.rate or 1000.0)
-    from joinlab.topics import create_topics
-    create_topics(bootstrap, INPUT_TOPICS)
-    sent = send(bootstrap, records, rate=args.rate, progress=not args.no_progress)
-    print(f"tweet-views: sent {sent} records to {', '.join(INPUT_TOPICS)} at {bootstrap}: {summary(records)}")
+    produce("tweet-views", args, INPUT_TOPICS, records)
 
 
 if __name__ == "__main__":

@@ -256,6 +256,15 @@ def bootstrap_from_args(args: argparse.Namespace) -> str:
         raise SystemExit(f"error: {exc} Or pass --bootstrap host:port.") from None
 
 
+def produce(pattern: str, args: argparse.Namespace, topics: list[str], records: list[Record]) -> None:
+    """A generator CLI's last step: create the input topics, send (paced by --rate), say what went where."""
+    bootstrap = bootstrap_from_args(args)
+    from joinlab.topics import create_topics
+    create_topics(bootstrap, topics)
+    sent = send(bootstrap, records, rate=args.rate, progress=not args.no_progress)
+    print(f"{pattern}: sent {sent} records to {', '.join(topics)} at {bootstrap}: {summary(records)}")
+
+
 def summary(records: Iterable[Record]) -> str:
     """One line: records per kind, e.g. 'event=1000 duplicate=50 empty=2 ...'."""
     counts: dict[str, int] = {}

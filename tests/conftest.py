@@ -76,3 +76,19 @@ def assert_dead_lettered(bootstrap: str, job: str, dead_letter_topic: str, sourc
         assert letter["job"] == job and letter["source_topic"] == source_topic
         original = sources[(letter["source_partition"], letter["source_offset"])]
         assert original == bad[letter["reason"]], "the dead letter must point at the record it rejected"
+
+
+def stop_mid_stream_and_resume(spark, job, bootstrap: str, checkpoint: str, max_offsets_per_trigger: int,
+                               batches: int = 3, timeout_s: float = 240):
+    """Run `job` until `batches` micro-batches are done, stop it, resume it from the checkpoint
+    until it has caught up; returns the resumed query (it must continue, not start again)."""
+    from joinlab import job as runner
+    query = runner.start(spark, job, bootstrap, checkpoint, max_offsets_per_trigger=max_offsets_per_trigger)
+    wait_for(lambda: query.lastProgress and query.lastProgress["batchId"] >= batches - 1, timeout_s,
+             f"{batches} micro-batches")
+    query.stop()
+    resumed = runner.start(spark, job, bootstrap, checkpoint, available_now=True)
+    resumed.awaitTermination()
+    assert resumed.exception() is None
+    assert resumed.recentProgress[0]["batchId"] >= batches, "the restart began again from batch 0"
+    return resumed

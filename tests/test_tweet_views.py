@@ -9,7 +9,7 @@ from joinlab import job as runner
 from joinlab.generate import Disorder, Record, send
 from joinlab.topics import create_topics, read_topics
 from joinlab.verify import verify
-from tests.conftest import assert_dead_lettered, wait_for
+from tests.conftest import assert_dead_lettered, stop_mid_stream_and_resume
 
 pytestmark = pytest.mark.spark
 
@@ -72,11 +72,7 @@ def test_a_user_update_after_n_tweets_re_emits_n_views_with_the_new_version(spar
 def test_restart_from_the_checkpoint_mid_stream_still_equals_the_reference(spark, bootstrap, tmp_path):
     setup_topics(bootstrap)
     send(bootstrap, generate(11, 3000, **DISORDERS["shuffled"]), progress=False)
-    query = runner.start(spark, tv, bootstrap, str(tmp_path / "cp"), max_offsets_per_trigger=300)
-    wait_for(lambda: query.lastProgress and query.lastProgress["batchId"] >= 2, 180, "three micro-batches")
-    query.stop()
-    resumed = run_to_end(spark, bootstrap, tmp_path / "cp")
-    assert resumed.recentProgress[0]["batchId"] >= 3, "the restart began again from batch 0"
+    stop_mid_stream_and_resume(spark, tv, bootstrap, str(tmp_path / "cp"), max_offsets_per_trigger=300)
     report = verify("tweet-views", bootstrap)
     assert report.ok, "\n".join(report.lines())
 
