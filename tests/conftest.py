@@ -15,7 +15,7 @@ import pytest
 
 os.environ.setdefault("LAB_HOME", tempfile.mkdtemp(prefix="joinlab-tests-"))
 
-APACHE_KAFKA_IMAGE = "apache/kafka:3.9.1"
+APACHE_KAFKA_IMAGE = "apache/kafka:3.9.2"  # the tag docker-compose.yml pins
 
 
 def docker_problem() -> str | None:

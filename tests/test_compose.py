@@ -714,8 +714,8 @@ def test_compose_up_reports_a_failed_start_with_composes_status(checkout):
 
 # --- With a real Docker engine ------------------------------------------------------------------
 
-@pytest.mark.docker
-def test_docker_compose_accepts_the_file(tmp_path):
+def _docker_or_skip() -> str:
+    """The docker CLI, when an engine answers and Compose v2 is installed; else skip with why."""
     docker = shutil.which("docker")
     if not docker:
         pytest.skip("no Docker engine reachable: no 'docker' command on PATH")
@@ -725,6 +725,12 @@ def test_docker_compose_accepts_the_file(tmp_path):
         pytest.skip(f"no Docker engine reachable: 'docker info' failed ({reason})")
     if subprocess.run([docker, "compose", "version"], capture_output=True, timeout=60).returncode != 0:
         pytest.skip("Docker Compose v2 ('docker compose') is not installed")
+    return docker
+
+
+@pytest.mark.docker
+def test_docker_compose_accepts_the_file(tmp_path):
+    docker = _docker_or_skip()
     env = {k: v for k, v in os.environ.items() if k not in ("JUPYTER_TOKEN", "COMPOSE_PROFILES")}
     with_token = tmp_path / "with-token.env"
     with_token.write_text("JUPYTER_TOKEN=test-token\n")
@@ -737,3 +743,35 @@ def test_docker_compose_accepts_the_file(tmp_path):
     result = subprocess.run([*base, "--env-file", str(without_token), "config", "-q"], env=env,
                             capture_output=True, text=True, timeout=120)
     assert result.returncode != 0 and "JUPYTER_TOKEN" in result.stderr
+
+
+@pytest.mark.docker
+@pytest.mark.timeout(3600)
+def test_the_stack_comes_up_healthy_and_runs_a_pattern_through_kafka_and_the_spark_cluster(tmp_path):
+    """The whole Compose stack, built and started as `make up` does, then the tweet-views demo run
+    from the JupyterLab container against the stack's Kafka and Spark master; torn down after."""
+    import secrets
+    import urllib.error
+    import urllib.request
+    docker = _docker_or_skip()
+    env_file = tmp_path / "stack.env"
+    token = secrets.token_hex(16)
+    env_file.write_text(f"JUPYTER_TOKEN={token}\n")
+    base = [docker, "compose", "--project-name", f"joinlab-test-{secrets.token_hex(3)}",
+            "--project-directory", str(ROOT), "-f", str(COMPOSE_FILE), "--env-file", str(env_file)]
+    env = {k: v for k, v in os.environ.items() if k not in ("JUPYTER_TOKEN", "COMPOSE_PROFILES")}
+    try:
+        up = subprocess.run([*base, "up", "-d", "--build", "--wait"], env=env, capture_output=True, text=True,
+                            timeout=2400)
+        assert up.returncode == 0, "docker compose up failed (ports 9092/7077/8080/8888 taken?):\n" + up.stderr[-4000:]
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen("http://127.0.0.1:8888/api/status", timeout=10)
+        assert refused.value.code in (401, 403), "JupyterLab must refuse a request without the token"
+        ok = urllib.request.urlopen(f"http://127.0.0.1:8888/api/status?token={token}", timeout=10)
+        assert ok.status == 200
+        demo = subprocess.run([*base, "exec", "-T", "jupyter", "joinlab", "demo", "tweet-views", "--count", "2000"],
+                              env=env, capture_output=True, text=True, timeout=1200)
+        assert demo.returncode == 0 and "0 mismatches (OK)" in demo.stdout, demo.stdout[-4000:] + demo.stderr[-4000:]
+        assert "kafka:19092" in demo.stderr, "the demo must use the stack's Kafka, not an embedded broker"
+    finally:
+        subprocess.run([*base, "down", "-v", "--remove-orphans"], env=env, capture_output=True, timeout=600)
