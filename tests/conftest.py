@@ -14,6 +14,9 @@ import time
 import pytest
 
 os.environ.setdefault("LAB_HOME", tempfile.mkdtemp(prefix="joinlab-tests-"))
+# Two state partitions, not the lab's default four: still more than one (keyed state is really
+# split), and every micro-batch of every stateful test is cheaper on a 2-core CI machine.
+os.environ.setdefault("LAB_SHUFFLE_PARTITIONS", "2")
 
 APACHE_KAFKA_IMAGE = "apache/kafka:3.9.2"  # the tag docker-compose.yml pins
 
