@@ -90,8 +90,15 @@ def stop_mid_stream_and_resume(spark, job, bootstrap: str, checkpoint: str, max_
     wait_for(lambda: query.lastProgress and query.lastProgress["batchId"] >= batches - 1, timeout_s,
              f"{batches} micro-batches")
     query.stop()
-    resumed = runner.start(spark, job, bootstrap, checkpoint, available_now=True)
-    resumed.awaitTermination()
-    assert resumed.exception() is None
+    resumed = run_job_to_end(spark, job, bootstrap, checkpoint)
     assert resumed.recentProgress[0]["batchId"] >= batches, "the restart began again from batch 0"
     return resumed
+
+
+def run_job_to_end(spark, job, bootstrap: str, checkpoint, **kwargs):
+    """Run `job` until it has caught up (Trigger.AvailableNow); it must end without an error."""
+    from joinlab import job as runner
+    query = runner.start(spark, job, bootstrap, str(checkpoint), available_now=True, **kwargs)
+    query.awaitTermination()
+    assert query.exception() is None
+    return query

@@ -5,11 +5,10 @@ import pytest
 
 import jobs.car_pollution as cp
 from generators.car_pollution import generate
-from joinlab import job as runner
 from joinlab.generate import Disorder, Record, arrive_first, send
 from joinlab.topics import create_topics, read_topics
 from joinlab.verify import verify
-from tests.conftest import assert_dead_lettered, stop_mid_stream_and_resume
+from tests.conftest import assert_dead_lettered, run_job_to_end, stop_mid_stream_and_resume
 
 pytestmark = pytest.mark.spark
 
@@ -18,10 +17,7 @@ AT = "2026-01-01T00:00:00.000Z"
 
 
 def run_to_end(spark, bootstrap, checkpoint, **kwargs):
-    query = runner.start(spark, cp, bootstrap, str(checkpoint), available_now=True, **kwargs)
-    query.awaitTermination()
-    assert query.exception() is None
-    return query
+    return run_job_to_end(spark, cp, bootstrap, checkpoint, **kwargs)
 
 
 def setup_topics(bootstrap):

@@ -21,7 +21,7 @@ from joinlab.generate import Disorder, Record, send
 from joinlab.topics import create_topics, end_offsets, partitions_of, plain_consumer, read_topics
 from joinlab.verify import verify
 from references import lottery as reference
-from tests.conftest import wait_for
+from tests.conftest import run_job_to_end, wait_for
 
 pytestmark = pytest.mark.spark
 
@@ -34,10 +34,7 @@ def setup_topics(bootstrap, partitions=None):
 
 
 def run_to_end(spark, bootstrap, checkpoint, **kwargs):
-    query = runner.start(spark, lottery, bootstrap, str(checkpoint), available_now=True, **kwargs)
-    query.awaitTermination()
-    assert query.exception() is None
-    return query
+    return run_job_to_end(spark, lottery, bootstrap, checkpoint, **kwargs)
 
 
 def outcomes(bootstrap, after: set = frozenset()) -> dict:

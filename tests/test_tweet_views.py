@@ -5,11 +5,10 @@ import pytest
 
 import jobs.tweet_views as tv
 from generators.tweet_views import generate
-from joinlab import job as runner
 from joinlab.generate import Disorder, Record, send
 from joinlab.topics import create_topics, read_topics
 from joinlab.verify import verify
-from tests.conftest import assert_dead_lettered, stop_mid_stream_and_resume
+from tests.conftest import assert_dead_lettered, run_job_to_end, stop_mid_stream_and_resume
 
 pytestmark = pytest.mark.spark
 
@@ -20,10 +19,7 @@ DISORDERS = {
 
 
 def run_to_end(spark, bootstrap, checkpoint, **kwargs):
-    query = runner.start(spark, tv, bootstrap, str(checkpoint), available_now=True, **kwargs)
-    query.awaitTermination()
-    assert query.exception() is None
-    return query
+    return run_job_to_end(spark, tv, bootstrap, checkpoint, **kwargs)
 
 
 def setup_topics(bootstrap):
