@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 from dataclasses import dataclass
+
+from joinlab.config import duration_ms
 
 STARTED, BOUGHT, CLICKED = "LotteryStarted", "CouponsBought", "Clicked"
 # Ties in event time are broken by type, then event id: a start or a purchase at the same
@@ -72,19 +73,6 @@ class Settings:
 
 
 DEFAULT_SEED, DEFAULT_DELAY = 42, "10 seconds"
-_UNITS_MS = {"ms": 1, "millisecond": 1, "s": 1000, "sec": 1000, "second": 1000, "min": 60_000, "minute": 60_000,
-             "h": 3_600_000, "hour": 3_600_000}
-
-
-def parse_delay(text: str) -> int:
-    """'10 seconds', '500 ms', '1 minute' -> milliseconds."""
-    match = re.fullmatch(r"\s*(\d+)\s*([a-z]+)\s*", text.lower())
-    unit = match.group(2) if match else ""
-    if unit not in _UNITS_MS and unit.endswith("s"):
-        unit = unit[:-1]  # plural
-    if unit not in _UNITS_MS:
-        raise ValueError(f"LOTTERY_WATERMARK_DELAY={text!r}: give a whole number and a unit, e.g. '10 seconds'")
-    return int(match.group(1)) * _UNITS_MS[unit]
 
 
 def settings() -> Settings:
@@ -94,4 +82,5 @@ def settings() -> Settings:
         seed_value = int(seed)
     except ValueError:
         raise ValueError(f"LOTTERY_SEED={seed!r} is not an integer") from None
-    return Settings(seed_value, parse_delay(os.environ.get("LOTTERY_WATERMARK_DELAY", DEFAULT_DELAY)))
+    delay = os.environ.get("LOTTERY_WATERMARK_DELAY", DEFAULT_DELAY)
+    return Settings(seed_value, duration_ms(delay, "LOTTERY_WATERMARK_DELAY"))

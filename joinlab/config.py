@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 
@@ -30,3 +31,18 @@ def spark_master() -> str:
 def shuffle_partitions() -> int:
     """Shuffle (and state store) partitions; small by default because the lab runs on a laptop."""
     return int(os.environ.get("LAB_SHUFFLE_PARTITIONS", "4"))
+
+
+_UNITS_MS = {"ms": 1, "millisecond": 1, "s": 1000, "sec": 1000, "second": 1000, "min": 60_000, "minute": 60_000,
+             "h": 3_600_000, "hour": 3_600_000}
+
+
+def duration_ms(text: str, name: str = "duration") -> int:
+    """'10 seconds', '500 ms', '1 minute' -> milliseconds; `name` (the setting) goes in the error."""
+    match = re.fullmatch(r"\s*(\d+)\s*([a-z]+)\s*", text.lower())
+    unit = match.group(2) if match else ""
+    if unit not in _UNITS_MS and unit.endswith("s"):
+        unit = unit[:-1]  # plural
+    if unit not in _UNITS_MS:
+        raise ValueError(f"{name}={text!r}: give a whole number and a unit, e.g. '10 seconds'")
+    return int(match.group(1)) * _UNITS_MS[unit]

@@ -13,8 +13,9 @@ from pyspark.sql.streaming.tws_tester import TwsTester
 from generators.lottery import generate
 from jobs.lottery import LOTTERY_EVENTS, LOTTERY_TOPIC, USER_EVENTS, USER_TOPIC
 from jobs.lottery_rules import (ALREADY_STARTED, BOUGHT, CLICKED, INACTIVE, LATE, NO_COUPON, NON_POSITIVE, STARTED,
-                                WINDOW_US, Settings, draw, parse_delay, settings)
+                                WINDOW_US, Settings, draw, settings)
 from jobs.lottery_stages import LOTTERY, REJECTION, USER, WINNER, Coupons, Draw, LotteryGate
+from joinlab.config import duration_ms
 from joinlab.events import validate
 from joinlab.generate import Disorder, Record, arrive_first
 from references import lottery as reference
@@ -307,9 +308,9 @@ def test_settings_come_from_the_environment_and_bad_values_say_what_to_give(monk
     monkeypatch.setenv("LOTTERY_SEED", "123")
     monkeypatch.setenv("LOTTERY_WATERMARK_DELAY", "2 minutes")
     assert settings() == Settings(123, 120_000)
-    assert parse_delay("500 ms") == 500 and parse_delay("5 seconds") == 5000
+    assert duration_ms("500 ms") == 500 and duration_ms("5 seconds") == 5000
     with pytest.raises(ValueError, match="e.g. '10 seconds'"):
-        parse_delay("soon")
+        duration_ms("soon")
     monkeypatch.setenv("LOTTERY_SEED", "lucky")
     with pytest.raises(ValueError, match="LOTTERY_SEED"):
         settings()
