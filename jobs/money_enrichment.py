@@ -5,8 +5,19 @@ transaction's time, deduplicated, first-of-type flagged; late ones enriched by a
 """
 from __future__ import annotations
 
-from jobs.money_enrichment_rules import TYPES
-from joinlab.events import Check, EventSchema
+from typing import TYPE_CHECKING
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from jobs.money_enrichment_lookup import lookup_step
+from jobs.money_enrichment_rules import TYPES, Settings, micros, settings
+from jobs.money_enrichment_stages import (DEAD, ENRICHED, EVENT_COLUMNS, FLOW, SESSION, SESSION_START, TX, USER,
+                                          USER_UPDATE, SessionJoin, UserEnrich)
+from joinlab.events import Check, EventSchema, parse_events, validate
+
+if TYPE_CHECKING:
+    from joinlab.lookup import LookupSettings
 
 TRANSACTIONS_TOPIC, SESSIONS_TOPIC, USERS_TOPIC = "money-transactions", "money-sessions", "money-users"
 ENRICHED_TOPIC, DEAD_LETTERS_TOPIC = "money-enriched", "money-dlq"
@@ -33,3 +44,83 @@ USERS = EventSchema(
     USERS_TOPIC, {"user_id": "bigint", "name": "string", "country": "string", "segment": "string",
                   "version": "bigint", "event_time": "timestamp"})
 SCHEMAS = [TRANSACTIONS, SESSIONS, USERS]
+
+
+def keyed(events: DataFrame, config: Settings) -> DataFrame:
+    """Valid events (parse_events' frame) as stage 1's input rows, keyed by session or user.
+
+    Spark drops rows behind the watermark before a transformWithState sees them, without a word.
+    The stages get the event time as plain microseconds (t_us carries no watermark metadata), so a
+    late transaction reaches them and is looked up; the watermark still advances."""
+    timed = events.withWatermark("event_time", f"{config.watermark_delay_ms} milliseconds")
+    is_user = F.col("topic") == USERS_TOPIC
+    kind = F.when(F.col("topic") == TRANSACTIONS_TOPIC, TX).when(F.col("topic") == SESSIONS_TOPIC, SESSION_START)
+    return timed.select(F.when(is_user, USER).otherwise(SESSION).alias("entity"),
+                        F.when(is_user, F.col("user_id").cast("string")).otherwise(F.col("session_id"))
+                        .alias("entity_key"),
+                        kind.otherwise(USER_UPDATE).alias("kind"), "tx_id", "user_id", "session_id", "amount",
+                        "currency", "type", F.unix_micros("event_time").alias("t_us"),
+                        F.col("source_partition").cast("bigint").alias("src_partition"),
+                        F.col("source_offset").cast("bigint").alias("src_offset"),
+                        "country", "device", "name", "segment", "version").select(*EVENT_COLUMNS)
+
+
+def enrich(events: DataFrame, config: Settings, lookup: LookupSettings, users: DataFrame | None = None) -> DataFrame:
+    """The core of the pattern: valid events in, FLOW rows of kind "enriched" or "dead" out.
+    `users`: initial state for stage 2 (rows of `users_snapshot`), or None."""
+    joined = keyed(events, config).groupBy("entity", "entity_key").transformWithState(
+        SessionJoin(config), FLOW, "Append", "EventTime", eventTimeColumnName="out_time")
+    initial = users.groupBy("entity", "entity_key") if users is not None else None
+    enriched = joined.groupBy("entity", "entity_key").transformWithState(
+        UserEnrich(config), FLOW, "Append", "EventTime", initialState=initial)
+    return enriched.mapInArrow(lookup_step(lookup), FLOW)
+
+
+def users_snapshot(spark, path: str) -> DataFrame:
+    """A JSON-lines file of UserUpdated events (as on the users topic) as stage 2's initial state.
+    Invalid lines are refused with their line number: a bootstrap should not silently skip users."""
+    rows = []
+    with open(path, "rb") as lines:
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            event, reason = validate(USERS, line.strip())
+            if reason:
+                raise ValueError(f"{path}:{number}: not a valid UserUpdated event ({reason})")
+            rows.append((USER, str(event["user_id"]), event["user_id"], micros(event["event_time"]), event["name"],
+                         event["country"], event["segment"], event["version"]))
+    return spark.createDataFrame(rows, "entity string, entity_key string, user_id bigint, t_us bigint, name string, "
+                                       "country string, segment string, version bigint")
+
+
+def to_kafka_rows(flows: DataFrame) -> DataFrame:
+    """Enriched transactions keyed by tx_id; dead letters (failed lookups, conflicts) with a reason."""
+    enriched = F.to_json(F.struct(
+        "tx_id", "user_id", "session_id", "amount", "currency", "type",
+        F.timestamp_micros("t_us").alias("event_time"), "session_country", "session_device",
+        F.timestamp_micros("session_start_us").alias("session_started_at"), "user_name", "user_country",
+        "user_segment", "user_version", "first_of_type", "enriched_by"), {"ignoreNullFields": "false"})
+    source = F.when(F.col("source_topic") == SESSION_START, SESSIONS_TOPIC).otherwise(TRANSACTIONS_TOPIC)
+    event = F.to_json(F.struct("tx_id", "session_id", "user_id", "amount", "currency", "type", "country", "device",
+                               F.timestamp_micros("t_us").alias("event_time")))
+    letter = F.to_json(F.struct(F.lit("money-enrichment").alias("job"), "reason", source.alias("source_topic"),
+                                F.col("src_partition").alias("source_partition"),
+                                F.col("src_offset").alias("source_offset"), F.col("entity_key").alias("key"),
+                                event.alias("value")))
+    is_enriched = F.col("kind") == ENRICHED
+    return flows.where(F.col("kind").isin(ENRICHED, DEAD)).select(
+        F.when(is_enriched, ENRICHED_TOPIC).otherwise(DEAD_LETTERS_TOPIC).alias("topic"),
+        F.when(is_enriched, F.col("tx_id")).otherwise(F.col("entity_key")).alias("key"),
+        F.when(is_enriched, enriched).otherwise(letter).alias("value"))
+
+
+def build(raw: DataFrame) -> DataFrame:
+    """Raw Kafka rows in, Kafka sink rows (topic, key, value) out: enriched transactions and dead
+    letters. Settings come from the environment here (jobs/money_enrichment_rules.py, and the
+    lookup client's MONEY_LOOKUP_*), read once on the driver."""
+    from joinlab.lookup import LookupSettings
+    parsed = parse_events(raw, SCHEMAS, DEAD_LETTERS_TOPIC, job="money-enrichment")
+    config = settings()
+    users = users_snapshot(raw.sparkSession, config.users_snapshot) if config.users_snapshot else None
+    flows = enrich(parsed.events, config, LookupSettings.from_env(), users)
+    return to_kafka_rows(flows).unionByName(parsed.dead_letters)

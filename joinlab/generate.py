@@ -30,11 +30,13 @@ def iso(dt: datetime) -> str:
 
 @dataclass
 class Event:
-    """One valid event; `body` is the JSON object sent and already carries event_time (see `iso`)."""
+    """One valid event; `body` is the JSON object sent and already carries event_time (see `iso`).
+    `arrival_delay_s` makes it arrive that much (event time) later, on top of any Disorder delay."""
     topic: str
     key: int | str
     body: dict
     event_time: datetime
+    arrival_delay_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -108,7 +110,7 @@ def arrange(events: Sequence[Event], disorder: Disorder, rng: random.Random,
     delays = [0.0] * n
     for i in rng.sample(range(n), _count(disorder.delayed, n)):
         delays[i] = disorder.max_delay_s * (1.0 - rng.random())  # in (0, max_delay_s]
-    arrivals = [e.event_time.timestamp() + d for e, d in zip(events, delays)]
+    arrivals = [e.event_time.timestamp() + e.arrival_delay_s + d for e, d in zip(events, delays)]
     values = [_encode(e.body) for e in events]
     keys = [str(e.key).encode("utf-8") for e in events]
 

@@ -1,7 +1,8 @@
 """Is the job's output right? Its last record per key, compared with the batch reference.
 
 A reference module gives `expected(input records)`, `actual(output records)` (the last view per
-key) and `version(view)`; the comparison itself is the same for every pattern.
+key) and `version(view)`, and may give `notes(output records)` (lines on how the output was
+made); the comparison itself is the same for every pattern.
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ class Report:
     stale: list = field(default_factory=list)       # last output older than the reference
     mismatched: list = field(default_factory=list)  # same versions, different content (or newer)
     records: dict = field(default_factory=dict)     # records read per topic, inputs and outputs
+    notes: list = field(default_factory=list)       # the pattern's own remarks on the output (reference.notes)
 
     @property
     def ok(self) -> bool:
@@ -38,7 +40,7 @@ class Report:
             keys = getattr(self, label)
             if keys:
                 out.append(f"  {label}: {len(keys)}, e.g. {sorted(keys)[:examples]}")
-        return out
+        return out + [f"  {note}" for note in self.notes]
 
 
 def compare(pattern: str, expected: dict, actual: dict, version: Callable[[dict], tuple]) -> Report:
@@ -61,6 +63,8 @@ def verify(pattern: str, bootstrap: str) -> Report:
     inputs = read_topics(bootstrap, job.INPUT_TOPICS)
     outputs = read_topics(bootstrap, job.OUTPUT_TOPICS)
     report = compare(pattern, reference.expected(inputs), reference.actual(outputs), reference.version)
+    if hasattr(reference, "notes"):
+        report.notes = reference.notes(outputs)
     for record in inputs + outputs:
         report.records[record.topic] = report.records.get(record.topic, 0) + 1
     return report

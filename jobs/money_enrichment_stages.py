@@ -1,0 +1,264 @@
+"""Money enrichment's two transformWithState stages, each keyed by the id its join needs.
+
+  1. SessionJoin, keyed by ("session", session_id): drops duplicate tx_ids (remembered for the
+     dedup horizon of event time), joins a transaction to its session - at once when the session
+     is there, else the transaction waits in state until the session comes or the watermark
+     passes its time + the wait limit, and then goes to the lookup service. A session leaves
+     state when the watermark passes its start + the session duration.
+  2. UserEnrich, keyed by ("user", user_id): keeps every version of the user (keyed by version,
+     never by timestamp), holds each transaction until the watermark passes its time, then in
+     (event time, tx_id) order adds the user as of that time and flags the first transaction of
+     each money type. What arrives later than that is corrected, not lost: a late transaction
+     is decided at once and, if it is the user's new first of its type, the old first is
+     re-emitted unflagged; a late user update re-emits the already decided transactions it
+     changes (those still remembered: the dedup horizon).
+
+Every stage emits one row shape (FLOW). Rows a stage does not own go through it unchanged:
+users through stage 1, dead letters through stage 2. Emitted rows carry out_time = watermark +
+1 ms, the chained operators' event-time column (the event's own time is t_us).
+"""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Iterator
+
+from pyspark.sql import Row
+from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
+
+from jobs.money_enrichment_rules import LOOKUP, STREAM, Settings, timer_ms, tx_order, user_as_of
+
+SESSION, USER, PASS = "session", "user", "pass"        # entities: what a row is keyed by
+TX, USER_UPDATE, SESSION_START = "tx", "user", "session"  # input kinds
+ENRICHED, DEAD = "enriched", "dead"                     # output kinds
+
+TX_FIELDS = ["tx_id", "user_id", "session_id", "amount", "currency", "type", "t_us", "src_partition", "src_offset"]
+SESSION_FIELDS = ["session_country", "session_device", "session_start_us"]
+USER_FIELDS = ["user_name", "user_country", "user_segment", "user_version"]
+# The input of stage 1: one valid event; a session's or user's own fields come in country,
+# device, name, segment and version.
+EVENT_COLUMNS = ["entity", "entity_key", "kind", *TX_FIELDS, "country", "device", "name", "segment", "version"]
+FLOW = ("entity string, entity_key string, kind string, out_time timestamp, tx_id string, user_id bigint, "
+        "session_id string, amount double, currency string, type string, t_us bigint, src_partition bigint, "
+        "src_offset bigint, country string, device string, name string, segment string, version bigint, "
+        "session_country string, session_device string, session_start_us bigint, user_name string, "
+        "user_country string, user_segment string, user_version bigint, first_of_type boolean, "
+        "enriched_by string, reason string, source_topic string")
+_FIELDS = [part.split()[0] for part in FLOW.split(", ")]
+_TYPES = {part.split()[0]: part.split()[1] for part in FLOW.split(", ")}
+
+
+def _schema(names: list[str]) -> str:
+    return ", ".join(f"{name} {_TYPES[name]}" for name in names)
+
+
+TX_SCHEMA = _schema(TX_FIELDS[1:])                                    # keyed by tx_id
+DECIDED_SCHEMA = _schema(TX_FIELDS[1:] + SESSION_FIELDS + USER_FIELDS + ["first_of_type", "enriched_by"])
+SESSION_SCHEMA = "user_id bigint, country string, device string, start_us bigint"
+USER_SCHEMA = "t_us bigint, name string, country string, segment string"  # keyed by version
+
+
+def entity_key(key: tuple) -> tuple[str, str]:
+    """(entity, entity_key) from the grouping key; pyspark's TwsTester hands a tuple key as (key,)."""
+    return key[0] if len(key) == 1 and isinstance(key[0], tuple) else key
+
+
+def flow(kind: str, entity: str, entity_key_: str, watermark_ms: int, **fields) -> Row:
+    values = dict.fromkeys(_FIELDS)
+    values.update(entity=entity, entity_key=entity_key_, kind=kind,
+                  out_time=datetime.fromtimestamp((max(watermark_ms, 0) + 1) / 1000, timezone.utc), **fields)
+    return Row(**values)
+
+
+def _pick(row, names: list[str]) -> dict:
+    return {name: getattr(row, name) for name in names}
+
+
+def dead(fields: dict, source: str, reason: str, watermark_ms: int) -> Row:
+    """A dead letter of the event `fields` (read from topic kind `source`) with its reason."""
+    key = fields.get("tx_id") or fields.get("session_id")
+    return flow(DEAD, PASS, key, watermark_ms, reason=reason, source_topic=source, **fields)
+
+
+class SessionJoin(StatefulProcessor):
+    """Stage 1, keyed by ("session", session_id); users (keyed by user) go through unchanged."""
+
+    def __init__(self, config: Settings):
+        self.config = config
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.handle = handle
+        self.session = handle.getValueState("session", SESSION_SCHEMA)
+        self.waiting = handle.getMapState("waiting", "tx_id string", TX_SCHEMA)  # by tx_id: two in one ms are two
+        self.seen = handle.getMapState("seen", "tx_id string", TX_SCHEMA)        # every tx_id within the horizon
+
+    def handleInputRows(self, key, rows, timerValues) -> Iterator[Row]:
+        watermark = timerValues.getCurrentWatermarkInMs()
+        rows = list(rows)
+        for row in rows:
+            if row.kind == USER_UPDATE:
+                yield flow(USER_UPDATE, USER, str(row.user_id), watermark, user_id=row.user_id, t_us=row.t_us,
+                           name=row.name, country=row.country, segment=row.segment, version=row.version)
+        for row in (r for r in rows if r.kind == SESSION_START):  # sessions first: a batch's txs find them
+            yield from self._start(row, watermark)
+        for row in (r for r in rows if r.kind == TX):
+            yield from self._transaction(_pick(row, TX_FIELDS), watermark)
+
+    def _start(self, row, watermark: int) -> Iterator[Row]:
+        session = (row.user_id, row.country, row.device, row.t_us)
+        if self.session.exists():
+            if tuple(self.session.get()) != session:
+                yield dead(_pick(row, ["session_id", "user_id", "country", "device", "t_us", "src_partition",
+                                       "src_offset"]), SESSION_START,
+                           "conflicting SessionStarted: the session_id was already started with other fields "
+                           "(the first one read is kept)", watermark)
+            return
+        self.session.update(session)
+        self.handle.registerTimer(timer_ms(row.t_us) + self.config.session_duration_ms)
+        for (tx_id,), values in list(self.waiting.iterator()):
+            self.waiting.removeKey((tx_id,))
+            yield self._joined(dict(zip(TX_FIELDS, (tx_id, *values))), watermark)
+
+    def _transaction(self, tx: dict, watermark: int) -> Iterator[Row]:
+        values = tuple(tx[name] for name in TX_FIELDS[1:])
+        if self.seen.containsKey((tx["tx_id"],)):
+            old = tuple(self.seen.getValue((tx["tx_id"],)))
+            if old[:-2] != values[:-2]:  # the same transaction re-sent differs only in its Kafka position
+                yield dead(tx, TX, "conflicting duplicate: the tx_id was already seen with other fields "
+                               "(the first one read is kept)", watermark)
+            return
+        self.seen.updateValue((tx["tx_id"],), values)
+        self.handle.registerTimer(timer_ms(tx["t_us"]) + self.config.dedup_horizon_ms)
+        if self.session.exists():
+            yield self._joined(tx, watermark)
+        elif watermark >= timer_ms(tx["t_us"]) + self.config.wait_limit_ms:
+            yield self._to_lookup(tx, watermark)  # its session is gone, or never came in time
+        else:
+            self.waiting.updateValue((tx["tx_id"],), values)
+            self.handle.registerTimer(timer_ms(tx["t_us"]) + self.config.wait_limit_ms)
+
+    def _joined(self, tx: dict, watermark: int) -> Row:
+        _, country, device, start_us = self.session.get()
+        return flow(TX, USER, str(tx["user_id"]), watermark, session_country=country, session_device=device,
+                    session_start_us=start_us, enriched_by=STREAM, **tx)
+
+    @staticmethod
+    def _to_lookup(tx: dict, watermark: int) -> Row:
+        return flow(TX, USER, str(tx["user_id"]), watermark, enriched_by=LOOKUP, **tx)
+
+    def handleExpiredTimer(self, key, timerValues, expiredTimerInfo) -> Iterator[Row]:
+        """One handler for every timer of the key: whatever is due at this watermark leaves."""
+        watermark = timerValues.getCurrentWatermarkInMs()
+        if self.session.exists() and timer_ms(self.session.get()[3]) + self.config.session_duration_ms <= watermark:
+            self.session.clear()
+        for (tx_id,), values in list(self.waiting.iterator()):
+            tx = dict(zip(TX_FIELDS, (tx_id, *values)))
+            if timer_ms(tx["t_us"]) + self.config.wait_limit_ms <= watermark:
+                self.waiting.removeKey((tx_id,))
+                yield self._to_lookup(tx, watermark)
+        for (tx_id,), values in list(self.seen.iterator()):
+            if timer_ms(values[TX_FIELDS.index("t_us") - 1]) + self.config.dedup_horizon_ms <= watermark:
+                self.seen.removeKey((tx_id,))
+
+    def close(self) -> None:
+        pass
+
+
+class UserEnrich(StatefulProcessor):
+    """Stage 2, keyed by ("user", user_id); dead letters (entity "pass") go through unchanged."""
+
+    def __init__(self, config: Settings):
+        self.config = config
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.handle = handle
+        self.users = handle.getMapState("users", "version bigint", USER_SCHEMA)
+        self.pending = handle.getMapState("pending", "tx_id string", DECIDED_SCHEMA)  # until the watermark passes
+        self.decided = handle.getMapState("decided", "tx_id string", DECIDED_SCHEMA)  # for corrections (horizon)
+        self.firsts = handle.getMapState("firsts", "type string", DECIDED_SCHEMA + ", tx_id string")
+
+    def handleInitialState(self, key, initialState, timerValues) -> None:
+        """A snapshot of users (MONEY_USERS_SNAPSHOT): a fresh job knows them before the stream replays."""
+        self._remember(initialState)
+
+    def handleInputRows(self, key, rows, timerValues) -> Iterator[Row]:
+        watermark = timerValues.getCurrentWatermarkInMs()
+        rows = list(rows)
+        if entity_key(key)[0] == PASS:
+            yield from rows
+            return
+        updates = [r for r in rows if r.kind == USER_UPDATE]
+        for row in updates:
+            self._remember(row)
+        for row in sorted(updates, key=lambda r: r.t_us):
+            if row.t_us <= watermark * 1000:  # late: some decided transactions may have used an older version
+                yield from self._correct_users(row.t_us, watermark)
+        for row in sorted((r for r in rows if r.kind == TX), key=lambda r: tx_order(r.t_us, r.tx_id)):
+            tx = _pick(row, TX_FIELDS + SESSION_FIELDS + ["enriched_by"])
+            if row.t_us <= watermark * 1000:
+                yield from self._decide(tx, watermark)  # late: decide now, correct the first if needed
+            else:
+                self.pending.updateValue((row.tx_id,), self._values(tx))
+                self.handle.registerTimer(timer_ms(row.t_us))
+
+    def _remember(self, row) -> None:
+        self.users.updateValue((row.version,), (row.t_us, row.name, row.country, row.segment))
+
+    def _user_at(self, t_us: int) -> dict:
+        versions = [(t, version, {"user_name": name, "user_country": country, "user_segment": segment,
+                                  "user_version": version})
+                    for (version,), (t, name, country, segment) in self.users.iterator()]
+        return user_as_of(versions, t_us) or dict.fromkeys(USER_FIELDS)
+
+    @staticmethod
+    def _values(tx: dict) -> tuple:
+        return tuple(tx.get(name) for name in DECIDED_SCHEMA_NAMES)
+
+    @staticmethod
+    def _tx(tx_id: str, values) -> dict:
+        return dict(zip(["tx_id", *DECIDED_SCHEMA_NAMES], (tx_id, *values)))
+
+    def _emit(self, tx: dict, watermark: int) -> Row:
+        self.decided.updateValue((tx["tx_id"],), self._values(tx))
+        self.handle.registerTimer(timer_ms(tx["t_us"]) + self.config.dedup_horizon_ms)
+        return flow(ENRICHED, USER, str(tx["user_id"]), watermark, **tx)
+
+    def _decide(self, tx: dict, watermark: int) -> Iterator[Row]:
+        tx = {**tx, **self._user_at(tx["t_us"])}
+        kind = (tx["type"],)
+        first = self._tx(self.firsts.getValue(kind)[-1], self.firsts.getValue(kind)[:-1]) \
+            if self.firsts.containsKey(kind) else None
+        tx["first_of_type"] = first is None or tx_order(tx["t_us"], tx["tx_id"]) <= tx_order(first["t_us"],
+                                                                                            first["tx_id"])
+        if tx["first_of_type"]:
+            if first is not None and first["tx_id"] != tx["tx_id"]:
+                yield self._emit({**first, "first_of_type": False}, watermark)  # it arrived first, but wasn't
+            self.firsts.updateValue(kind, (*self._values(tx), tx["tx_id"]))
+        yield self._emit(tx, watermark)
+
+    def _correct_users(self, since_us: int, watermark: int) -> Iterator[Row]:
+        """Re-emit the decided transactions at or after a late user update whose user changed."""
+        for (tx_id,), values in list(self.decided.iterator()):
+            tx = self._tx(tx_id, values)
+            if tx["t_us"] >= since_us:
+                user = self._user_at(tx["t_us"])
+                if any(tx[name] != user[name] for name in USER_FIELDS):
+                    yield self._emit({**tx, **user}, watermark)
+                    if self.firsts.containsKey((tx["type"],)) and self.firsts.getValue((tx["type"],))[-1] == tx_id:
+                        self.firsts.updateValue((tx["type"],), (*self._values({**tx, **user}), tx_id))
+
+    def handleExpiredTimer(self, key, timerValues, expiredTimerInfo) -> Iterator[Row]:
+        watermark = timerValues.getCurrentWatermarkInMs()
+        due = [self._tx(tx_id, values) for (tx_id,), values in self.pending.iterator()
+               if values[DECIDED_SCHEMA_NAMES.index("t_us")] <= watermark * 1000]
+        for tx in sorted(due, key=lambda t: tx_order(t["t_us"], t["tx_id"])):
+            self.pending.removeKey((tx["tx_id"],))
+            yield from self._decide(tx, watermark)
+        for (tx_id,), values in list(self.decided.iterator()):
+            if timer_ms(values[DECIDED_SCHEMA_NAMES.index("t_us")]) + self.config.dedup_horizon_ms <= watermark:
+                self.decided.removeKey((tx_id,))
+
+    def close(self) -> None:
+        pass
+
+
+DECIDED_SCHEMA_NAMES = [part.split()[0] for part in DECIDED_SCHEMA.split(", ")]
