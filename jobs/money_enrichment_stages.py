@@ -69,6 +69,12 @@ def flow(kind: str, entity: str, entity_key_: str, watermark_ms: int, **fields) 
     return Row(**values)
 
 
+def register_timer(handle: StatefulProcessorHandle, expiry_ms: int, watermark_ms: int) -> None:
+    """A timer at `expiry_ms`, or just past the watermark when that is already behind it (a timer
+    must lie ahead of the watermark): what is overdue leaves at the next timer pass."""
+    handle.registerTimer(max(expiry_ms, watermark_ms + 1))
+
+
 def _pick(row, names: list[str]) -> dict:
     return {name: getattr(row, name) for name in names}
 
@@ -113,7 +119,7 @@ class SessionJoin(StatefulProcessor):
                            "(the first one read is kept)", watermark)
             return
         self.session.update(session)
-        self.handle.registerTimer(timer_ms(row.t_us) + self.config.session_duration_ms)
+        register_timer(self.handle, timer_ms(row.t_us) + self.config.session_duration_ms, watermark)
         for (tx_id,), values in list(self.waiting.iterator()):
             self.waiting.removeKey((tx_id,))
             yield self._joined(dict(zip(TX_FIELDS, (tx_id, *values))), watermark)
@@ -127,14 +133,14 @@ class SessionJoin(StatefulProcessor):
                                "(the first one read is kept)", watermark)
             return
         self.seen.updateValue((tx["tx_id"],), values)
-        self.handle.registerTimer(timer_ms(tx["t_us"]) + self.config.dedup_horizon_ms)
+        register_timer(self.handle, timer_ms(tx["t_us"]) + self.config.dedup_horizon_ms, watermark)
         if self.session.exists():
             yield self._joined(tx, watermark)
         elif watermark >= timer_ms(tx["t_us"]) + self.config.wait_limit_ms:
             yield self._to_lookup(tx, watermark)  # its session is gone, or never came in time
         else:
             self.waiting.updateValue((tx["tx_id"],), values)
-            self.handle.registerTimer(timer_ms(tx["t_us"]) + self.config.wait_limit_ms)
+            register_timer(self.handle, timer_ms(tx["t_us"]) + self.config.wait_limit_ms, watermark)
 
     def _joined(self, tx: dict, watermark: int) -> Row:
         _, country, device, start_us = self.session.get()
@@ -198,7 +204,7 @@ class UserEnrich(StatefulProcessor):
                 yield from self._decide(tx, watermark)  # late: decide now, correct the first if needed
             else:
                 self.pending.updateValue((row.tx_id,), self._values(tx))
-                self.handle.registerTimer(timer_ms(row.t_us))
+                register_timer(self.handle, timer_ms(row.t_us), watermark)
 
     def _remember(self, row) -> None:
         self.users.updateValue((row.version,), (row.t_us, row.name, row.country, row.segment))
@@ -219,7 +225,7 @@ class UserEnrich(StatefulProcessor):
 
     def _emit(self, tx: dict, watermark: int) -> Row:
         self.decided.updateValue((tx["tx_id"],), self._values(tx))
-        self.handle.registerTimer(timer_ms(tx["t_us"]) + self.config.dedup_horizon_ms)
+        register_timer(self.handle, timer_ms(tx["t_us"]) + self.config.dedup_horizon_ms, watermark)
         return flow(ENRICHED, USER, str(tx["user_id"]), watermark, **tx)
 
     def _decide(self, tx: dict, watermark: int) -> Iterator[Row]:

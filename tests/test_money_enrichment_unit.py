@@ -1,0 +1,349 @@
+"""Pure-logic tests of money enrichment's two stages and its lookup step, with pyspark's in-memory
+TwsTester: no Spark session, no broker, no HTTP. `Pipeline` runs them as the query does, one
+micro-batch at a time: each stage takes the batch's input first, then fires its timers (Spark's
+order), and the lookup step answers from the sessions the test knows."""
+import json
+import random
+from collections import namedtuple
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from pyspark.sql import Row
+from pyspark.sql.streaming.tws_tester import TwsTester
+
+from generators.money_enrichment import generate
+from jobs.money_enrichment import SCHEMAS, SESSIONS_TOPIC, TRANSACTIONS_TOPIC, USERS_TOPIC
+from jobs.money_enrichment_lookup import enrich_rows
+from jobs.money_enrichment_rules import LOOKUP, STREAM, Settings, micros, moment, settings
+from jobs.money_enrichment_stages import (DEAD, ENRICHED, EVENT_COLUMNS, SESSION, SESSION_START, TX, USER,
+                                          USER_UPDATE, SessionJoin, UserEnrich)
+from joinlab.events import validate
+from joinlab.generate import Disorder, Record, arrive_first, iso
+from references import money_enrichment as reference
+
+CONFIG = Settings(watermark_delay_ms=10_000, session_duration_ms=120_000, wait_limit_ms=30_000,
+                  dedup_horizon_ms=600_000)
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+NEVER_LATE = 2 ** 62  # stage 1's input has no watermark column, so Spark filters nothing there
+Found = namedtuple("Found", "session error attempts")
+
+
+def at(seconds: float) -> int:
+    """Microseconds of T0 + seconds."""
+    return micros(T0 + timedelta(seconds=seconds))
+
+
+def ms(seconds: float) -> int:
+    return at(seconds) // 1000
+
+
+def row(**fields) -> Row:
+    values = dict.fromkeys(EVENT_COLUMNS)
+    values.update(fields)
+    return Row(**values)
+
+
+def tx(tx_id, user, session, s, kind="payment", amount=10.0) -> Row:
+    return row(entity=SESSION, entity_key=session, kind=TX, tx_id=tx_id, user_id=user, session_id=session,
+               amount=amount, currency="EUR", type=kind, t_us=at(s))
+
+
+def start(session, user, s, country="PL", device="ios") -> Row:
+    return row(entity=SESSION, entity_key=session, kind=SESSION_START, session_id=session, user_id=user,
+               country=country, device=device, t_us=at(s))
+
+
+def update(user, version, s, segment="gold", name="Ada", country="PL") -> Row:
+    return row(entity=USER, entity_key=str(user), kind=USER_UPDATE, user_id=user, name=name, country=country,
+               segment=segment, version=version, t_us=at(s))
+
+
+def _out_ms(r) -> int:
+    return int(r.out_time.timestamp() * 1000)
+
+
+class Pipeline:
+    """Stage 1 -> stage 2 -> lookup step, keyed and chained as in jobs.money_enrichment.enrich."""
+
+    def __init__(self, config: Settings = CONFIG, sessions: dict | None = None, users: list[Row] = ()):
+        self.config, self.sessions = config, sessions or {}
+        self.join = TwsTester(SessionJoin(config), timeMode="EventTime", eventTimeExtractor=lambda r: NEVER_LATE)
+        initial = [((u.entity, u.entity_key), u) for u in users] or None
+        self.enrich = TwsTester(UserEnrich(config), initialStateRow=initial, timeMode="EventTime",
+                                eventTimeExtractor=_out_ms)
+        self.watermark, self.newest_ms, self.lookups = 0, None, []
+
+    @staticmethod
+    def _step(tester, rows, watermark) -> list[Row]:
+        """Spark's order within a batch: the batch's watermark, its input, then expired timers."""
+        if watermark > tester._currentWatermarkMs:
+            tester._currentWatermarkMs = watermark
+            tester.handle.setWatermark(watermark)
+        out = []
+        for key in dict.fromkeys((r.entity, r.entity_key) for r in rows):
+            out += tester.test(key, [r for r in rows if (r.entity, r.entity_key) == key])
+        return out + tester._handleExpiredTimers()
+
+    def _lookup(self, ids):
+        self.lookups += ids
+        return {i: Found(self.sessions.get(i), None if i in self.sessions else "session not found (HTTP 404)", 1)
+                for i in ids}
+
+    def batch(self, rows: list[Row], watermark: int | None = None) -> list[dict]:
+        """One micro-batch; its watermark is the newest event time of earlier batches - delay."""
+        if watermark is None and self.newest_ms is not None:
+            watermark = max(self.watermark, self.newest_ms - self.config.watermark_delay_ms)
+        watermark = self.watermark if watermark is None else watermark
+        joined = self._step(self.join, rows, watermark)
+        enriched = self._step(self.enrich, joined, watermark)
+        self.watermark = watermark
+        if rows:
+            newest = max(r.t_us for r in rows) // 1000
+            self.newest_ms = newest if self.newest_ms is None else max(self.newest_ms, newest)
+        return enrich_rows([r.asDict() for r in enriched], self._lookup)
+
+    def run(self, batches: list[list[Row]]) -> list[dict]:
+        """Every batch, then the no-data batch Spark runs when the watermark has moved."""
+        out = []
+        for rows in batches:
+            out += self.batch(rows)
+        return out + self.batch([])
+
+
+def enriched(out) -> dict[str, dict]:
+    """tx_id -> its last enriched record (the changelog's current value)."""
+    return {r["tx_id"]: r for r in out if r["kind"] == ENRICHED}
+
+
+def session_of(session_id, user, s, country="PL", device="ios") -> dict:
+    return {"session_id": session_id, "user_id": user, "country": country, "device": device,
+            "event_time": iso(T0 + timedelta(seconds=s))}
+
+
+# --- Sessions: waiting, expiry, lookups ------------------------------------------------------------
+
+def test_a_transaction_before_its_session_waits_in_state_and_joins_when_the_session_comes():
+    p = Pipeline()
+    assert p.batch([tx("t1", 1, "s1", 5)]) == []
+    assert list(p.join.peekMapState("waiting", (SESSION, "s1"))) == [("t1",)]
+    p.batch([start("s1", 1, 4, country="DE")], watermark=ms(1))
+    out = p.batch([], watermark=ms(6))
+    assert [(r["tx_id"], r["session_country"], r["enriched_by"]) for r in out] == [("t1", "DE", STREAM)]
+    assert p.join.peekMapState("waiting", (SESSION, "s1")) == {}
+
+
+def test_a_transaction_whose_session_never_comes_leaves_state_after_the_wait_limit_and_is_looked_up():
+    p = Pipeline(sessions={"s9": session_of("s9", 1, 0, country="FR")})
+    p.batch([tx("t1", 1, "s9", 5)], watermark=ms(1))
+    assert p.batch([], watermark=ms(34)) == [] and p.lookups == []  # 5 s + 30 s wait limit not passed yet
+    out = p.batch([], watermark=ms(35))
+    assert [(r["tx_id"], r["session_country"], r["enriched_by"]) for r in out] == [("t1", "FR", LOOKUP)]
+    assert p.lookups == ["s9"]
+    assert p.join.peekMapState("waiting", (SESSION, "s9")) == {}
+
+
+def test_session_state_expires_with_the_watermark_and_a_later_transaction_is_looked_up():
+    p = Pipeline(sessions={"s1": session_of("s1", 1, 0, country="DE")})
+    p.batch([start("s1", 1, 0, country="DE")], watermark=ms(0) - 1)
+    p.batch([], watermark=ms(119))
+    assert p.join.peekValueState("session", (SESSION, "s1")) is not None
+    p.batch([], watermark=ms(120))  # start + 2 minutes
+    assert p.join.peekValueState("session", (SESSION, "s1")) is None
+    out = p.batch([tx("t1", 1, "s1", 100)], watermark=ms(200))  # 100 s + 30 s wait limit is behind 200 s
+    assert [(r["tx_id"], r["session_country"], r["enriched_by"]) for r in out] == [("t1", "DE", LOOKUP)]
+
+
+def test_a_failed_lookup_becomes_a_dead_letter_with_its_reason():
+    p = Pipeline(sessions={})
+    out = p.batch([tx("t1", 1, "gone", 5)], watermark=ms(100))
+    assert [(r["kind"], r["tx_id"], r["reason"]) for r in out] == [(DEAD, "t1", "session not found (HTTP 404)")]
+
+
+# --- Dedup -----------------------------------------------------------------------------------------
+
+def test_duplicates_within_the_horizon_are_dropped_and_the_ids_leave_state_after_it():
+    p = Pipeline()
+    p.batch([start("s1", 1, 0), tx("t1", 1, "s1", 1), tx("t1", 1, "s1", 1)], watermark=ms(0) - 1)
+    p.batch([tx("t1", 1, "s1", 1)], watermark=ms(300))  # a re-send, 5 minutes later: within 10 minutes
+    assert sum(r["tx_id"] == "t1" for r in p.batch([], watermark=ms(400))) == 0
+    assert list(p.join.peekMapState("seen", (SESSION, "s1"))) == [("t1",)]
+    p.batch([], watermark=ms(601))  # 1 s + 10 minutes: forgotten
+    assert p.join.peekMapState("seen", (SESSION, "s1")) == {}
+
+
+def test_a_different_transaction_under_a_seen_tx_id_is_a_dead_letter_not_a_silent_drop():
+    p = Pipeline()
+    out = p.batch([start("s1", 1, 0), tx("t1", 1, "s1", 1, amount=10.0), tx("t1", 1, "s1", 1, amount=99.0)],
+                  watermark=ms(0) - 1)
+    assert [(r["kind"], r["amount"]) for r in out] == [(DEAD, 99.0)]
+    assert out[0]["reason"].startswith("conflicting duplicate")
+
+
+# --- The original's bugs -----------------------------------------------------------------------------
+
+def test_two_transactions_of_one_user_in_the_same_millisecond_are_both_kept():
+    """The original keyed its buffer by timestamp: the second overwrote the first."""
+    p = Pipeline()
+    p.batch([start("s1", 1, 0), tx("a", 1, "s1", 5, kind="payment"), tx("b", 1, "s1", 5, kind="payment")],
+            watermark=ms(0) - 1)
+    assert len(p.enrich.peekMapState("pending", (USER, "1"))) == 2
+    got = enriched(p.batch([], watermark=ms(5)))
+    assert set(got) == {"a", "b"}
+    assert (got["a"]["first_of_type"], got["b"]["first_of_type"]) == (True, False)  # a tie: the smaller tx_id
+
+
+def test_two_updates_of_one_user_in_the_same_millisecond_are_both_kept_and_the_higher_version_wins():
+    p = Pipeline()
+    p.batch([update(1, 3, 2, segment="gold"), update(1, 2, 2, segment="silver"), start("s1", 1, 0),
+             tx("t1", 1, "s1", 5)], watermark=ms(0) - 1)
+    assert len(p.enrich.peekMapState("users", (USER, "1"))) == 2
+    got = enriched(p.batch([], watermark=ms(5)))
+    assert (got["t1"]["user_version"], got["t1"]["user_segment"]) == (3, "gold")
+
+
+def test_user_info_with_the_same_timestamp_as_the_transaction_is_applied():
+    """The original compared with '<': an update in the transaction's millisecond never applied."""
+    p = Pipeline()
+    p.batch([update(1, 1, 0, segment="new"), start("s1", 1, 0), tx("t1", 1, "s1", 5),
+             update(1, 2, 5, segment="vip"), update(1, 3, 5.001, segment="later")], watermark=ms(0) - 1)
+    got = enriched(p.batch([], watermark=ms(10)))
+    assert (got["t1"]["user_version"], got["t1"]["user_segment"]) == (2, "vip")
+
+
+# --- As of, first of type, corrections --------------------------------------------------------------------
+
+def test_the_user_is_taken_as_of_the_transaction_time_whatever_arrived_first():
+    early, late = update(1, 1, 1, segment="basic"), update(1, 2, 8, segment="gold")
+    txs = [start("s1", 1, 0), tx("t1", 1, "s1", 5), tx("t2", 1, "s1", 9)]
+    results = []
+    for order in ([early, late, *txs], [*txs, late, early], [late, *txs, early]):
+        p = Pipeline()
+        p.batch(order[:2], watermark=ms(0) - 1)
+        p.batch(order[2:], watermark=ms(0))
+        got = enriched(p.batch([], watermark=ms(20)))
+        results.append({k: (v["user_version"], v["user_segment"]) for k, v in got.items()})
+    assert results[0] == results[1] == results[2] == {"t1": (1, "basic"), "t2": (2, "gold")}
+
+
+def test_first_of_type_is_by_event_time_and_a_late_earlier_transaction_corrects_the_old_first():
+    p = Pipeline()
+    first = p.batch([start("s1", 1, 0), tx("b", 1, "s1", 20, kind="deposit"), tx("c", 1, "s1", 21, kind="payment")],
+                    watermark=ms(0) - 1)
+    first += p.batch([], watermark=ms(25))
+    assert {r["tx_id"]: r["first_of_type"] for r in first} == {"b": True, "c": True}
+    out = p.batch([tx("a", 1, "s1", 10, kind="deposit")], watermark=ms(26))  # behind the watermark
+    assert [(r["tx_id"], r["first_of_type"]) for r in out] == [("b", False), ("a", True)]
+
+
+def test_a_late_user_update_re_emits_the_decided_transactions_it_changes():
+    p = Pipeline()
+    p.batch([update(1, 1, 0, segment="basic"), start("s1", 1, 0), tx("t1", 1, "s1", 5), tx("t2", 1, "s1", 15)],
+            watermark=ms(0) - 1)
+    decided = enriched(p.batch([], watermark=ms(20)))
+    assert {k: v["user_segment"] for k, v in decided.items()} == {"t1": "basic", "t2": "basic"}
+    out = p.batch([update(1, 2, 10, segment="gold")], watermark=ms(21))
+    assert [(r["tx_id"], r["user_segment"], r["user_version"]) for r in out] == [("t2", "gold", 2)]
+
+
+def test_initial_state_from_a_users_snapshot_enriches_before_any_user_update_is_read():
+    snapshot = [Row(entity=USER, entity_key="1", user_id=1, t_us=at(-3600), name="Old", country="SE",
+                    segment="legacy", version=7)]
+    p = Pipeline(users=snapshot)
+    p.batch([start("s1", 1, 0), tx("t1", 1, "s1", 5)], watermark=ms(0) - 1)
+    got = enriched(p.batch([], watermark=ms(10)))
+    assert (got["t1"]["user_name"], got["t1"]["user_version"]) == ("Old", 7)
+
+
+# --- Convergence -------------------------------------------------------------------------------------------
+
+def stage_rows(records) -> list[Row]:
+    """Valid input records as the rows stage 1 gets (duplicates included)."""
+    by_topic = {schema.topic: schema for schema in SCHEMAS}
+    kinds = {TRANSACTIONS_TOPIC: TX, SESSIONS_TOPIC: SESSION_START, USERS_TOPIC: USER_UPDATE}
+    rows = []
+    for record in records:
+        event = validate(by_topic[record.topic], record.value)[0]
+        if event is None:
+            continue
+        is_user = record.topic == USERS_TOPIC
+        rows.append(row(entity=USER if is_user else SESSION,
+                        entity_key=str(event["user_id"]) if is_user else event["session_id"],
+                        kind=kinds[record.topic], **{k: v for k, v in event.items() if k != "event_time"},
+                        t_us=micros(event["event_time"])))
+    return rows
+
+
+def as_views(out) -> dict:
+    """The pipeline's last record per tx_id, as the reference's views (without enriched_by)."""
+    views = {}
+    for tx_id, r in enriched(out).items():
+        views[tx_id] = {"tx_id": tx_id, "user_id": r["user_id"], "session_id": r["session_id"],
+                        "amount": float(r["amount"]), "currency": r["currency"], "type": r["type"],
+                        "event_time": moment(r["t_us"]), "session_country": r["session_country"],
+                        "session_device": r["session_device"], "session_started_at": moment(r["session_start_us"]),
+                        "user_name": r["user_name"], "user_country": r["user_country"],
+                        "user_segment": r["user_segment"], "user_version": r["user_version"],
+                        "first_of_type": r["first_of_type"]}
+    return views
+
+
+def sessions_in(records) -> dict:
+    return {s["session_id"]: s for s in reference._first_read(records, SESSIONS_TOPIC, "session_id").values()}
+
+
+def random_batches(rows, rng, largest=150):
+    batches = []
+    while rows:
+        size = rng.randint(1, largest)
+        batches.append(rows[:size])
+        rows = rows[size:]
+    return batches
+
+
+@pytest.fixture
+def job_settings(monkeypatch):
+    for name, value in {"MONEY_WATERMARK_DELAY": "10 seconds", "MONEY_SESSION_DURATION": "2 minutes",
+                        "MONEY_WAIT_LIMIT": "30 seconds", "MONEY_DEDUP_HORIZON": "10 minutes"}.items():
+        monkeypatch.setenv(name, value)
+    assert settings() == CONFIG
+
+
+@pytest.mark.parametrize("seed,max_delay_s", [(0, 4.0), (1, 8.0), (2, 30.0), (3, 90.0)])
+def test_random_batches_of_disordered_events_converge_to_the_reference(job_settings, seed, max_delay_s):
+    """Any disorder: delays within the watermark delay (4, 8 s) and far beyond it (30, 90 s: late
+    sessions, users and transactions), plus very late transactions that must be looked up."""
+    records = generate(seed, 4000, users=40, very_late=0.05, late_by_s=140,
+                       disorder=Disorder(delayed=0.4, max_delay_s=max_delay_s, duplicates=0.1, malformed=0.02))
+    p = Pipeline(sessions=sessions_in(records))
+    out = p.run(random_batches(stage_rows(records), random.Random(seed)))
+    want = reference.expected(records)
+    assert len(want) > 1000 and sum(v["first_of_type"] for v in want.values()) > 100
+    assert as_views(out) == want
+    assert p.lookups, "very late transactions must take the lookup path"
+    assert not [r for r in out if r["kind"] == DEAD]
+
+
+def test_which_topic_is_read_first_does_not_change_the_final_records(job_settings):
+    """Every transaction before any session or user, and the other way round (a watermark delay longer
+    than the stream, and a last event far ahead to decide everything)."""
+    records = generate(5, 1500, users=30, very_late=0.0)
+    far = {"user_id": 999, "name": "Clock", "country": "PL", "segment": "x", "version": 1,
+           "event_time": "2026-01-01T09:00:00Z"}
+    clock = Record(USERS_TOPIC, b"999", json.dumps(far).encode(), "event")
+    config = Settings(7 * 3600_000, 120_000, 30_000, 600_000)
+    results = []
+    for first in (None, TRANSACTIONS_TOPIC, USERS_TOPIC):
+        ordered = (records if first is None else arrive_first(records, [first])) + [clock]
+        p = Pipeline(config, sessions=sessions_in(records))
+        results.append(as_views(p.run(random_batches(stage_rows(ordered), random.Random(5)))))
+    assert results[0] == results[1] == results[2] == reference.expected(records + [clock], config)
+    assert len(results[0]) > 500
+
+
+def test_settings_come_from_the_environment_and_bad_values_say_what_to_give(monkeypatch):
+    monkeypatch.setenv("MONEY_WAIT_LIMIT", "45 s")
+    monkeypatch.setenv("MONEY_USERS_SNAPSHOT", "/tmp/users.jsonl")
+    assert settings().wait_limit_ms == 45_000 and settings().users_snapshot == "/tmp/users.jsonl"
+    monkeypatch.setenv("MONEY_DEDUP_HORIZON", "soon")
+    with pytest.raises(ValueError, match="MONEY_DEDUP_HORIZON='soon': give a whole number and a unit"):
+        settings()
