@@ -5,6 +5,8 @@ transaction's time, deduplicated, first-of-type flagged; late ones enriched by a
 """
 from __future__ import annotations
 
+import contextlib
+import os
 from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame
@@ -124,3 +126,24 @@ def build(raw: DataFrame) -> DataFrame:
     users = users_snapshot(raw.sparkSession, config.users_snapshot) if config.users_snapshot else None
     flows = enrich(parsed.events, config, LookupSettings.from_env(), users)
     return to_kafka_rows(flows).unionByName(parsed.dead_letters)
+
+
+@contextlib.contextmanager
+def services(bootstrap: str):
+    """The session lookup service for a run of this job: the one $MONEY_LOOKUP_URL names (the
+    lab stacks set it), else one started here on a free port, reading `bootstrap`'s sessions."""
+    if os.environ.get("MONEY_LOOKUP_URL"):
+        yield None
+        return
+    from joinlab.lookup import LookupService
+    with LookupService(bootstrap, topic=SESSIONS_TOPIC, port=0) as service:
+        saved = {name: os.environ.get(name) for name in ("MONEY_LOOKUP_URL", "LAB_LOOKUP_TOKEN")}
+        os.environ.update(MONEY_LOOKUP_URL=service.url, LAB_LOOKUP_TOKEN=service.token)
+        try:
+            yield service
+        finally:
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value

@@ -69,12 +69,6 @@ def flow(kind: str, entity: str, entity_key_: str, watermark_ms: int, **fields) 
     return Row(**values)
 
 
-def register_timer(handle: StatefulProcessorHandle, expiry_ms: int, watermark_ms: int) -> None:
-    """A timer at `expiry_ms`, or just past the watermark when that is already behind it (a timer
-    must lie ahead of the watermark): what is overdue leaves at the next timer pass."""
-    handle.registerTimer(max(expiry_ms, watermark_ms + 1))
-
-
 def _pick(row, names: list[str]) -> dict:
     return {name: getattr(row, name) for name in names}
 
@@ -85,14 +79,58 @@ def dead(fields: dict, source: str, reason: str, watermark_ms: int) -> Row:
     return flow(DEAD, PASS, key, watermark_ms, reason=reason, source_topic=source, **fields)
 
 
-class SessionJoin(StatefulProcessor):
-    """Stage 1, keyed by ("session", session_id); users (keyed by user) go through unchanged."""
+CLEANUP_GRID_MS = 60_000  # clean-up timers are rounded up to whole minutes, so a key's ids share them
+
+
+class _Timely(StatefulProcessor):
+    """What both stages do with timers, economically: every call to state or timers is a round
+    trip to the JVM, so a key is swept once per batch (not once per expired timer), and a timer
+    that already exists is not registered again."""
 
     def __init__(self, config: Settings):
         self.config = config
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handle = handle
+        self._known: dict = {}  # grouping key -> its timers, read once per key and task
+        self._swept: tuple = (None, set())  # (watermark, keys swept at it)
+
+    def timer(self, key, expiry_ms: int, watermark_ms: int) -> None:
+        """A timer at `expiry_ms`, or just past the watermark when that is already behind it (a
+        timer must lie ahead of the watermark): what is overdue leaves at the next sweep."""
+        expiry_ms = max(expiry_ms, watermark_ms + 1)
+        known = self._known.get(key)
+        if known is None:
+            known = self._known[key] = set(self.handle.listTimers())
+        if expiry_ms not in known:
+            self.handle.registerTimer(expiry_ms)
+            known.add(expiry_ms)
+
+    def cleanup_timer(self, key, due_ms: int, watermark_ms: int) -> None:
+        self.timer(key, -(-due_ms // CLEANUP_GRID_MS) * CLEANUP_GRID_MS, watermark_ms)
+
+    def first_sweep(self, key, watermark_ms: int, kind: str = "due") -> bool:
+        """True once per key, watermark and kind of sweep: the first expired timer sweeps whatever
+        is due. Clean-up sweeps (kind "cleanup") run only when a clean-up timer fires."""
+        if self._swept[0] != watermark_ms:
+            self._swept = (watermark_ms, set())
+        if (key, kind) in self._swept[1]:
+            return False
+        self._swept[1].add((key, kind))
+        return True
+
+    def cleanup_due(self, key, watermark_ms: int, expiry_ms: int) -> bool:
+        return expiry_ms % CLEANUP_GRID_MS == 0 and self.first_sweep(key, watermark_ms, "cleanup")
+
+    def close(self) -> None:
+        pass
+
+
+class SessionJoin(_Timely):
+    """Stage 1, keyed by ("session", session_id); users (keyed by user) go through unchanged."""
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        super().init(handle)
         self.session = handle.getValueState("session", SESSION_SCHEMA)
         self.waiting = handle.getMapState("waiting", "tx_id string", TX_SCHEMA)  # by tx_id: two in one ms are two
         self.seen = handle.getMapState("seen", "tx_id string", TX_SCHEMA)        # every tx_id within the horizon
@@ -100,31 +138,33 @@ class SessionJoin(StatefulProcessor):
     def handleInputRows(self, key, rows, timerValues) -> Iterator[Row]:
         watermark = timerValues.getCurrentWatermarkInMs()
         rows = list(rows)
+        self._session = self.session.get() if any(r.kind != USER_UPDATE for r in rows) else None  # read once
         for row in rows:
             if row.kind == USER_UPDATE:
                 yield flow(USER_UPDATE, USER, str(row.user_id), watermark, user_id=row.user_id, t_us=row.t_us,
                            name=row.name, country=row.country, segment=row.segment, version=row.version)
         for row in (r for r in rows if r.kind == SESSION_START):  # sessions first: a batch's txs find them
-            yield from self._start(row, watermark)
+            yield from self._start(key, row, watermark)
         for row in (r for r in rows if r.kind == TX):
-            yield from self._transaction(_pick(row, TX_FIELDS), watermark)
+            yield from self._transaction(key, _pick(row, TX_FIELDS), watermark)
 
-    def _start(self, row, watermark: int) -> Iterator[Row]:
+    def _start(self, key, row, watermark: int) -> Iterator[Row]:
         session = (row.user_id, row.country, row.device, row.t_us)
-        if self.session.exists():
-            if tuple(self.session.get()) != session:
+        if self._session is not None:
+            if tuple(self._session) != session:
                 yield dead(_pick(row, ["session_id", "user_id", "country", "device", "t_us", "src_partition",
                                        "src_offset"]), SESSION_START,
                            "conflicting SessionStarted: the session_id was already started with other fields "
                            "(the first one read is kept)", watermark)
             return
         self.session.update(session)
-        register_timer(self.handle, timer_ms(row.t_us) + self.config.session_duration_ms, watermark)
+        self._session = session
+        self.timer(key, timer_ms(row.t_us) + self.config.session_duration_ms, watermark)
         for (tx_id,), values in list(self.waiting.iterator()):
             self.waiting.removeKey((tx_id,))
             yield self._joined(dict(zip(TX_FIELDS, (tx_id, *values))), watermark)
 
-    def _transaction(self, tx: dict, watermark: int) -> Iterator[Row]:
+    def _transaction(self, key, tx: dict, watermark: int) -> Iterator[Row]:
         values = tuple(tx[name] for name in TX_FIELDS[1:])
         if self.seen.containsKey((tx["tx_id"],)):
             old = tuple(self.seen.getValue((tx["tx_id"],)))
@@ -133,17 +173,17 @@ class SessionJoin(StatefulProcessor):
                                "(the first one read is kept)", watermark)
             return
         self.seen.updateValue((tx["tx_id"],), values)
-        register_timer(self.handle, timer_ms(tx["t_us"]) + self.config.dedup_horizon_ms, watermark)
-        if self.session.exists():
+        self.cleanup_timer(key, timer_ms(tx["t_us"]) + self.config.dedup_horizon_ms, watermark)
+        if self._session is not None:
             yield self._joined(tx, watermark)
         elif watermark >= timer_ms(tx["t_us"]) + self.config.wait_limit_ms:
             yield self._to_lookup(tx, watermark)  # its session is gone, or never came in time
         else:
             self.waiting.updateValue((tx["tx_id"],), values)
-            register_timer(self.handle, timer_ms(tx["t_us"]) + self.config.wait_limit_ms, watermark)
+            self.timer(key, timer_ms(tx["t_us"]) + self.config.wait_limit_ms, watermark)
 
     def _joined(self, tx: dict, watermark: int) -> Row:
-        _, country, device, start_us = self.session.get()
+        _, country, device, start_us = self._session
         return flow(TX, USER, str(tx["user_id"]), watermark, session_country=country, session_device=device,
                     session_start_us=start_us, enriched_by=STREAM, **tx)
 
@@ -152,31 +192,29 @@ class SessionJoin(StatefulProcessor):
         return flow(TX, USER, str(tx["user_id"]), watermark, enriched_by=LOOKUP, **tx)
 
     def handleExpiredTimer(self, key, timerValues, expiredTimerInfo) -> Iterator[Row]:
-        """One handler for every timer of the key: whatever is due at this watermark leaves."""
+        """One sweep for every timer of the key: whatever is due at this watermark leaves."""
         watermark = timerValues.getCurrentWatermarkInMs()
-        if self.session.exists() and timer_ms(self.session.get()[3]) + self.config.session_duration_ms <= watermark:
+        if self.cleanup_due(key, watermark, expiredTimerInfo.getExpiryTimeInMs()):
+            for (tx_id,), values in list(self.seen.iterator()):
+                if timer_ms(values[TX_FIELDS.index("t_us") - 1]) + self.config.dedup_horizon_ms <= watermark:
+                    self.seen.removeKey((tx_id,))
+        if not self.first_sweep(key, watermark):
+            return
+        session = self.session.get()
+        if session is not None and timer_ms(session[3]) + self.config.session_duration_ms <= watermark:
             self.session.clear()
         for (tx_id,), values in list(self.waiting.iterator()):
             tx = dict(zip(TX_FIELDS, (tx_id, *values)))
             if timer_ms(tx["t_us"]) + self.config.wait_limit_ms <= watermark:
                 self.waiting.removeKey((tx_id,))
                 yield self._to_lookup(tx, watermark)
-        for (tx_id,), values in list(self.seen.iterator()):
-            if timer_ms(values[TX_FIELDS.index("t_us") - 1]) + self.config.dedup_horizon_ms <= watermark:
-                self.seen.removeKey((tx_id,))
-
-    def close(self) -> None:
-        pass
 
 
-class UserEnrich(StatefulProcessor):
+class UserEnrich(_Timely):
     """Stage 2, keyed by ("user", user_id); dead letters (entity "pass") go through unchanged."""
 
-    def __init__(self, config: Settings):
-        self.config = config
-
     def init(self, handle: StatefulProcessorHandle) -> None:
-        self.handle = handle
+        super().init(handle)
         self.users = handle.getMapState("users", "version bigint", USER_SCHEMA)
         self.pending = handle.getMapState("pending", "tx_id string", DECIDED_SCHEMA)  # until the watermark passes
         self.decided = handle.getMapState("decided", "tx_id string", DECIDED_SCHEMA)  # for corrections (horizon)
@@ -192,28 +230,40 @@ class UserEnrich(StatefulProcessor):
         if entity_key(key)[0] == PASS:
             yield from rows
             return
+        self._versions = self._firsts = None  # this key's, read on first use (each read is a round trip)
         updates = [r for r in rows if r.kind == USER_UPDATE]
         for row in updates:
             self._remember(row)
         for row in sorted(updates, key=lambda r: r.t_us):
             if row.t_us <= watermark * 1000:  # late: some decided transactions may have used an older version
-                yield from self._correct_users(row.t_us, watermark)
+                yield from self._correct_users(key, row.t_us, watermark)
         for row in sorted((r for r in rows if r.kind == TX), key=lambda r: tx_order(r.t_us, r.tx_id)):
             tx = _pick(row, TX_FIELDS + SESSION_FIELDS + ["enriched_by"])
             if row.t_us <= watermark * 1000:
-                yield from self._decide(tx, watermark)  # late: decide now, correct the first if needed
+                yield from self._decide(key, tx, watermark)  # late: decide now, correct the first if needed
             else:
                 self.pending.updateValue((row.tx_id,), self._values(tx))
-                register_timer(self.handle, timer_ms(row.t_us), watermark)
+                self.timer(key, timer_ms(row.t_us), watermark)
 
     def _remember(self, row) -> None:
         self.users.updateValue((row.version,), (row.t_us, row.name, row.country, row.segment))
+        self._versions = None
 
     def _user_at(self, t_us: int) -> dict:
-        versions = [(t, version, {"user_name": name, "user_country": country, "user_segment": segment,
-                                  "user_version": version})
-                    for (version,), (t, name, country, segment) in self.users.iterator()]
-        return user_as_of(versions, t_us) or dict.fromkeys(USER_FIELDS)
+        if self._versions is None:
+            self._versions = [(t, version, {"user_name": name, "user_country": country, "user_segment": segment,
+                                            "user_version": version})
+                              for (version,), (t, name, country, segment) in self.users.iterator()]
+        return user_as_of(self._versions, t_us) or dict.fromkeys(USER_FIELDS)
+
+    def _first(self, kind: str) -> dict | None:
+        if self._firsts is None:
+            self._firsts = {k: self._tx(values[-1], values[:-1]) for (k,), values in self.firsts.iterator()}
+        return self._firsts.get(kind)
+
+    def _set_first(self, tx: dict) -> None:
+        self.firsts.updateValue((tx["type"],), (*self._values(tx), tx["tx_id"]))
+        self._firsts[tx["type"]] = tx
 
     @staticmethod
     def _values(tx: dict) -> tuple:
@@ -223,48 +273,48 @@ class UserEnrich(StatefulProcessor):
     def _tx(tx_id: str, values) -> dict:
         return dict(zip(["tx_id", *DECIDED_SCHEMA_NAMES], (tx_id, *values)))
 
-    def _emit(self, tx: dict, watermark: int) -> Row:
+    def _emit(self, key, tx: dict, watermark: int) -> Row:
         self.decided.updateValue((tx["tx_id"],), self._values(tx))
-        register_timer(self.handle, timer_ms(tx["t_us"]) + self.config.dedup_horizon_ms, watermark)
+        self.cleanup_timer(key, timer_ms(tx["t_us"]) + self.config.dedup_horizon_ms, watermark)
         return flow(ENRICHED, USER, str(tx["user_id"]), watermark, **tx)
 
-    def _decide(self, tx: dict, watermark: int) -> Iterator[Row]:
+    def _decide(self, key, tx: dict, watermark: int) -> Iterator[Row]:
         tx = {**tx, **self._user_at(tx["t_us"])}
-        kind = (tx["type"],)
-        first = self._tx(self.firsts.getValue(kind)[-1], self.firsts.getValue(kind)[:-1]) \
-            if self.firsts.containsKey(kind) else None
+        first = self._first(tx["type"])
         tx["first_of_type"] = first is None or tx_order(tx["t_us"], tx["tx_id"]) <= tx_order(first["t_us"],
                                                                                             first["tx_id"])
         if tx["first_of_type"]:
             if first is not None and first["tx_id"] != tx["tx_id"]:
-                yield self._emit({**first, "first_of_type": False}, watermark)  # it arrived first, but wasn't
-            self.firsts.updateValue(kind, (*self._values(tx), tx["tx_id"]))
-        yield self._emit(tx, watermark)
+                yield self._emit(key, {**first, "first_of_type": False}, watermark)  # it arrived first, but wasn't
+            self._set_first(tx)
+        yield self._emit(key, tx, watermark)
 
-    def _correct_users(self, since_us: int, watermark: int) -> Iterator[Row]:
+    def _correct_users(self, key, since_us: int, watermark: int) -> Iterator[Row]:
         """Re-emit the decided transactions at or after a late user update whose user changed."""
         for (tx_id,), values in list(self.decided.iterator()):
             tx = self._tx(tx_id, values)
             if tx["t_us"] >= since_us:
                 user = self._user_at(tx["t_us"])
                 if any(tx[name] != user[name] for name in USER_FIELDS):
-                    yield self._emit({**tx, **user}, watermark)
-                    if self.firsts.containsKey((tx["type"],)) and self.firsts.getValue((tx["type"],))[-1] == tx_id:
-                        self.firsts.updateValue((tx["type"],), (*self._values({**tx, **user}), tx_id))
+                    yield self._emit(key, {**tx, **user}, watermark)
+                    first = self._first(tx["type"])
+                    if first is not None and first["tx_id"] == tx_id:
+                        self._set_first({**tx, **user})
 
     def handleExpiredTimer(self, key, timerValues, expiredTimerInfo) -> Iterator[Row]:
         watermark = timerValues.getCurrentWatermarkInMs()
+        if self.cleanup_due(key, watermark, expiredTimerInfo.getExpiryTimeInMs()):
+            for (tx_id,), values in list(self.decided.iterator()):
+                if timer_ms(values[DECIDED_SCHEMA_NAMES.index("t_us")]) + self.config.dedup_horizon_ms <= watermark:
+                    self.decided.removeKey((tx_id,))
+        if not self.first_sweep(key, watermark):
+            return
+        self._versions = self._firsts = None
         due = [self._tx(tx_id, values) for (tx_id,), values in self.pending.iterator()
                if values[DECIDED_SCHEMA_NAMES.index("t_us")] <= watermark * 1000]
         for tx in sorted(due, key=lambda t: tx_order(t["t_us"], t["tx_id"])):
             self.pending.removeKey((tx["tx_id"],))
-            yield from self._decide(tx, watermark)
-        for (tx_id,), values in list(self.decided.iterator()):
-            if timer_ms(values[DECIDED_SCHEMA_NAMES.index("t_us")]) + self.config.dedup_horizon_ms <= watermark:
-                self.decided.removeKey((tx_id,))
-
-    def close(self) -> None:
-        pass
+            yield from self._decide(key, tx, watermark)
 
 
 DECIDED_SCHEMA_NAMES = [part.split()[0] for part in DECIDED_SCHEMA.split(", ")]

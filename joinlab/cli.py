@@ -1,4 +1,4 @@
-"""`joinlab`: the lab's command line (broker, topics, generate, run, verify, demo, bench, lab)."""
+"""`joinlab`: the lab's command line (broker, topics, generate, run, verify, state, demo, bench, lab)."""
 from __future__ import annotations
 
 import argparse
@@ -50,15 +50,16 @@ def cmd_run(args) -> int:
     if args.reset:
         shutil.rmtree(checkpoint, ignore_errors=True)
     spark = session(f"job-{args.pattern}")
-    query = runner.start(spark, patterns.job(args.pattern), bootstrap, checkpoint,
-                         available_now=args.available_now, max_offsets_per_trigger=args.max_offsets_per_trigger,
-                         name=args.pattern.replace("-", "_"))
-    print(f"{args.pattern}: running, checkpoint {checkpoint}" + ("" if args.available_now else " (Ctrl-C stops)"),
-          file=sys.stderr)
-    try:
-        query.awaitTermination()
-    except KeyboardInterrupt:
-        query.stop()
+    job = patterns.job(args.pattern)
+    with runner.services(job, bootstrap):
+        query = runner.start(spark, job, bootstrap, checkpoint, available_now=args.available_now,
+                             max_offsets_per_trigger=args.max_offsets_per_trigger, name=args.pattern.replace("-", "_"))
+        print(f"{args.pattern}: running, checkpoint {checkpoint}" + ("" if args.available_now else " (Ctrl-C stops)"),
+              file=sys.stderr)
+        try:
+            query.awaitTermination()
+        except KeyboardInterrupt:
+            query.stop()
     return 0
 
 
@@ -67,6 +68,25 @@ def cmd_verify(args) -> int:
     report = verify(args.pattern, broker.bootstrap_servers())
     print("\n".join(report.lines()))
     return 0 if report.ok else 1
+
+
+def cmd_state(args) -> int:
+    import os
+    from joinlab.config import lab_home
+    checkpoint = args.checkpoint or str(lab_home() / "checkpoints" / args.pattern)
+    if not os.path.isdir(os.path.join(checkpoint, "state")):
+        print(f"joinlab state: no state in {checkpoint}; run the job first (`joinlab run {args.pattern}`), "
+              "or pass --checkpoint DIR", file=sys.stderr)
+        return 2
+    from joinlab.spark import session
+    from joinlab.state import describe
+    spark = session(f"state-{args.pattern}")
+    try:
+        print("\n".join(describe(spark, checkpoint, args.limit, args.var)))
+    except ValueError as exc:
+        print(f"joinlab state: {exc}", file=sys.stderr)
+        return 2
+    return 0
 
 
 def cmd_demo(args) -> int:
@@ -138,6 +158,13 @@ def parser() -> argparse.ArgumentParser:
     v = sub.add_parser("verify", help="compare a pattern's output topic with its batch reference")
     v.add_argument("pattern", choices=names)
     v.set_defaults(func=cmd_verify)
+
+    s = sub.add_parser("state", help="print a job's state from its checkpoint (Spark's state data source)")
+    s.add_argument("pattern", choices=names)
+    s.add_argument("--checkpoint", help="checkpoint directory (default: $LAB_HOME/checkpoints/PATTERN)")
+    s.add_argument("--var", action="append", help="only this state variable (repeatable), e.g. --var waiting")
+    s.add_argument("--limit", type=int, default=10, help="rows shown per state variable (default 10)")
+    s.set_defaults(func=cmd_state)
 
     d = sub.add_parser("demo", help="generate, run until caught up, verify - on a fresh embedded broker")
     d.add_argument("patterns", nargs="*", metavar="PATTERN", choices=names + ["all"],

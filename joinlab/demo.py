@@ -50,8 +50,9 @@ def run_demo(pattern: str, seed: int = 7, count: int = 20000) -> int:
         say("starting Spark and the job (runs until it has caught up)")
         spark = session(f"demo-{pattern}")
         checkpoint = tempfile.mkdtemp(prefix=f"{pattern}-", dir=lab_home())
-        query = runner.start(spark, job, bootstrap, checkpoint, available_now=True, name=f"demo_{pattern}")
-        query.awaitTermination()
+        with runner.services(job, bootstrap):
+            query = runner.start(spark, job, bootstrap, checkpoint, available_now=True, name=f"demo_{pattern}")
+            query.awaitTermination()
         say("verifying the output against the batch reference")
         report = verify(pattern, bootstrap)
         spark.stop()

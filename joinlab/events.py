@@ -112,7 +112,9 @@ def parse_events(raw: DataFrame, schemas: list[EventSchema], dead_letter_topic: 
     checked = (raw.select(F.col("key").alias("_key"), F.col("value").cast("string").alias("_value"),
                           F.col("value").alias("_raw"), F.col("topic").alias("_topic"),
                           F.col("partition").alias("_partition"), F.col("offset").alias("_offset"),
-                          F.expr("try_parse_json(CAST(value AS STRING))").alias("_v"))
+                          # explode(array(x)) is one row per record, but a barrier: without it Spark
+                          # pushes the validity filter below the parse and parses each record once per rule
+                          F.explode(F.array(F.expr("try_parse_json(CAST(value AS STRING))"))).alias("_v"))
                .select("*", *typed).withColumn("_reason", reason))
     events = checked.where(F.col("_reason").isNull()).select(
         F.col("_topic").alias("topic"), *types, F.col("_partition").alias("source_partition"),

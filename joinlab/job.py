@@ -2,9 +2,12 @@
 
 A job module provides only its logic: INPUT_TOPICS, OUTPUT_TOPICS and
 `build(raw) -> DataFrame(topic, key, value)`; this module owns the I/O, checkpoint and trigger.
+A job that calls a service of its own (money enrichment's session lookup) also provides
+`services(bootstrap)`, a context manager that makes it reachable while the job runs.
 """
 from __future__ import annotations
 
+import contextlib
 from types import ModuleType
 
 from pyspark.sql import SparkSession
@@ -29,3 +32,8 @@ def start(spark: SparkSession, job: ModuleType, bootstrap: str, checkpoint: str,
 def input_rows(query: StreamingQuery) -> int:
     """Rows read so far by this run of the query (from its recent progress)."""
     return sum(p.get("numInputRows", 0) for p in query.recentProgress)
+
+
+def services(job: ModuleType, bootstrap: str):
+    """The services `job` calls, started (or found) for as long as the `with` block runs."""
+    return job.services(bootstrap) if hasattr(job, "services") else contextlib.nullcontext()

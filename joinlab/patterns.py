@@ -5,7 +5,8 @@ import importlib
 import importlib.util
 from types import ModuleType
 
-PATTERNS = {"tweet-views": "tweet_views", "car-pollution": "car_pollution", "lottery": "lottery"}
+PATTERNS = {"tweet-views": "tweet_views", "car-pollution": "car_pollution", "lottery": "lottery",
+            "money-enrichment": "money_enrichment"}
 
 
 def module_name(pattern: str) -> str:

@@ -6,10 +6,14 @@ against Apache Kafka through testcontainers; elsewhere that variant skips and sa
 """
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
+import sys
 import tempfile
 import time
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +23,7 @@ os.environ.setdefault("LAB_HOME", tempfile.mkdtemp(prefix="joinlab-tests-"))
 os.environ.setdefault("LAB_SHUFFLE_PARTITIONS", "2")
 
 APACHE_KAFKA_IMAGE = "apache/kafka:3.9.2"  # the tag docker-compose.yml pins
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def docker_problem() -> str | None:
@@ -102,3 +107,35 @@ def run_job_to_end(spark, job, bootstrap: str, checkpoint, **kwargs):
     query.awaitTermination()
     assert query.exception() is None
     return query
+
+
+def run_pattern_process(pattern: str, bootstrap: str, checkpoint, home, log, env: dict | None = None,
+                        *options) -> subprocess.Popen:
+    """`joinlab run PATTERN` as its own process (and process group: the JVM and the Python workers
+    are its children, so one killpg takes them all)."""
+    env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": bootstrap, "LAB_HOME": str(home), "SPARK_MASTER": "local[2]",
+           **(env or {})}
+    return subprocess.Popen([sys.executable, "-m", "joinlab", "run", pattern, "--checkpoint", str(checkpoint),
+                             *options], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+
+
+def kill_group(process: subprocess.Popen) -> None:
+    """SIGKILL the process group (a no-op once it is gone) and reap the process."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait(timeout=30)
+
+
+def committed_batches(checkpoint) -> set[int]:
+    return {int(p.name) for p in (Path(checkpoint) / "commits").glob("[0-9]*")}
+
+
+def records_in(bootstrap: str, topics: list[str]) -> int:
+    """Records written so far to `topics` (their end offsets)."""
+    from joinlab.topics import end_offsets, partitions_of, plain_consumer
+    consumer = plain_consumer(bootstrap)
+    try:
+        return sum(end_offsets(consumer, partitions_of(consumer, topics)).values())
+    finally:
+        consumer.close()

@@ -248,7 +248,7 @@ def test_every_published_port_is_bound_to_localhost(services):
 def test_published_ports_are_the_documented_ones(services):
     published = {text for svc in services.values() for _, text in published_ports(svc)}
     assert {"127.0.0.1:9092:9092", "127.0.0.1:8080:8080", "127.0.0.1:7077:7077",
-            "127.0.0.1:8888:8888"} <= published
+            "127.0.0.1:8888:8888", "127.0.0.1:8090:8090"} <= published
 
 
 def test_driver_and_executors_share_one_image_and_build(services):
@@ -295,6 +295,73 @@ def test_nothing_disables_jupyter_authentication(services):
     assert not re.search(r"--ServerApp\.token=(\s|\"|$)", text)
     assert "JUPYTER_TOKEN" not in environment(services["jupyter"]) or \
         environment(services["jupyter"])["JUPYTER_TOKEN"].startswith("${JUPYTER_TOKEN:?")
+
+
+def _flag(command: list[str], name: str) -> str:
+    return command[command.index(name) + 1]
+
+
+def test_lookup_service_needs_its_token_and_shares_it_with_jupyter(services):
+    """The token comes from .env through the environment (never the command line, never off);
+    without one the service writes its own to $LAB_HOME/run on the volume jupyter mounts too."""
+    lookup, jupyter = services["lookup"], services["jupyter"]
+    command = lookup["command"]
+    assert command[:3] == ["python", "-m", "joinlab.lookup"] and "token" not in json.dumps(command).lower()
+    kafka_env = environment(services["kafka"])
+    internal = next(f"{host}:{port}" for host, port in _listeners(kafka_env["KAFKA_ADVERTISED_LISTENERS"]).values()
+                    if host == "kafka")
+    assert _flag(command, "--bootstrap") == internal and _flag(command, "--topic") == "money-sessions"
+    port = _flag(command, "--port")
+    assert _flag(command, "--host") == "0.0.0.0"  # reachable from jupyter; published on 127.0.0.1 only
+    assert [text for _, text in published_ports(lookup)] == [f"127.0.0.1:{port}:{port}"]
+    for name in ("lookup", "jupyter"):
+        env = environment(services[name])
+        assert env["LAB_LOOKUP_TOKEN"] == "${LAB_LOOKUP_TOKEN:-}", name
+        assert f"lab-state:{env['LAB_HOME']}" in services[name]["volumes"], f"{name} must share the token file"
+    assert environment(jupyter)["MONEY_LOOKUP_URL"] == f"http://{lookup['hostname']}:{port}"
+    assert interpolate(environment(lookup), {})["LAB_LOOKUP_TOKEN"] == ""  # empty: the service makes one
+    assert interpolate(environment(lookup), {"LAB_LOOKUP_TOKEN": "s3cret"})["LAB_LOOKUP_TOKEN"] == "s3cret"
+    assert f"localhost:{port}" in json.dumps(lookup["healthcheck"]["test"])
+
+
+class _FakeLookup(http.server.BaseHTTPRequestHandler):
+    """Answers /health 200 and /sessions/... with `session_status`."""
+    session_status = 401
+
+    def do_GET(self):
+        status = 200 if self.path == "/health" else self.session_status
+        self.send_response(status)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"{}")
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.mark.parametrize("session_status, healthy", [(401, True), (200, False), (503, False), (None, False)])
+def test_lookup_healthcheck_fails_an_open_or_absent_service(services, session_status, healthy):
+    """The health check command itself, run here against a server that enforces a token (healthy),
+    one that serves sessions to anyone, one that fails, and nothing at all."""
+    test = services["lookup"]["healthcheck"]["test"]
+    assert test[:3] == ["CMD", "python3", "-c"]
+    handler = type("Handler", (_FakeLookup,), {"session_status": session_status})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    port = server.server_port
+    if session_status is None:
+        server.server_close()  # nothing listens on the port any more
+    else:
+        threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+    try:
+        script = re.sub(r"localhost:\d+", f"127.0.0.1:{port}", test[3])
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=30)
+    finally:
+        if session_status is not None:
+            server.shutdown()
+            server.server_close()
+    assert (done.returncode == 0) == healthy, done.stderr
+    if session_status == 200:
+        assert "serves sessions without a token" in done.stderr
 
 
 def _listeners(value: str) -> dict[str, tuple[str, int]]:
@@ -412,6 +479,7 @@ def test_env_example_documents_every_variable(compose):
                                                           "not documented in .env.example"
     settings = env_example()
     assert settings["JUPYTER_TOKEN"] == "", "the example must not ship a usable token"
+    assert settings["LAB_LOOKUP_TOKEN"] == "", "the example must not ship a usable lookup token"
     for name in ("GEN_RATE", "GEN_DURATION", "SPARK_WORKER_CORES", "SPARK_WORKER_MEMORY"):
         assert settings.get(name), name
 

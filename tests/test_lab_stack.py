@@ -1,5 +1,6 @@
 """The native lab stack (`make up-native` = `joinlab lab up`): real broker, Spark master and worker,
-JupyterLab, started and stopped through the CLI in an isolated LAB_HOME on free ports.
+JupyterLab and the session lookup service, started and stopped through the CLI in an isolated
+LAB_HOME on free ports.
 
 The stack tests share one stack (module fixture) and run in file order: healthy -> loopback only ->
 token -> idempotent -> a job on the master -> a background generator -> `down` leaves nothing.
@@ -26,13 +27,14 @@ from tests.conftest import wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 PORT_VARS = {key: spec.env for key, spec in settings.PORTS.items()}
-CORE = ["broker", "spark-master", "spark-worker", "jupyter"]
+CORE = ["broker", "spark-master", "spark-worker", "jupyter", "lookup"]
 
 
 def lab_env(home: Path) -> dict[str, str]:
     """The environment of a stack of our own: its LAB_HOME, its .env, free ports, no outside master."""
     env = dict(os.environ)
-    for var in ("SPARK_MASTER", "KAFKA_BOOTSTRAP_SERVERS", "JUPYTER_TOKEN", "JUPYTER_TOKEN_FILE", "LAB_HOME"):
+    for var in ("SPARK_MASTER", "KAFKA_BOOTSTRAP_SERVERS", "JUPYTER_TOKEN", "JUPYTER_TOKEN_FILE", "LAB_HOME",
+                "LAB_LOOKUP_TOKEN", "MONEY_LOOKUP_URL"):
         env.pop(var, None)
     ports: set[int] = set()
     while len(ports) < len(PORT_VARS):
@@ -144,7 +146,8 @@ def stack(tmp_path_factory):
         yield SimpleNamespace(env=env, home=home / "lab", out=done.stdout, token=token,
                               bootstrap=f"127.0.0.1:{port_of(env, 'broker')}",
                               master_ui=f"http://127.0.0.1:{port_of(env, 'master-ui')}",
-                              jupyter=f"http://127.0.0.1:{port_of(env, 'jupyter')}")
+                              jupyter=f"http://127.0.0.1:{port_of(env, 'jupyter')}",
+                              lookup=f"http://127.0.0.1:{port_of(env, 'lookup')}")
     finally:
         joinlab(env, "lab", "down", timeout=120)  # idempotent: the last test has done it already
 
@@ -170,7 +173,7 @@ def test_up_starts_every_service_healthy_and_prints_the_urls(stack):
     env = stack.env
     for shown in (stack.bootstrap, f"spark://127.0.0.1:{port_of(env, 'master')}", stack.master_ui,
                   f"http://127.0.0.1:{port_of(env, 'worker-ui')}", f"{stack.jupyter}/lab?token={stack.token}",
-                  "joinlab run tweet-views"):
+                  stack.lookup, str(stack.home / "run" / "lookup.token"), "joinlab run tweet-views"):
         assert shown in stack.out
     assert stat.S_IMODE((stack.home.parent / ".env").stat().st_mode) == 0o600
     jupyter_pid = json.loads((stack.home / "run" / "jupyter.json").read_text())["pid"]
@@ -220,6 +223,26 @@ def test_jupyterlab_rejects_requests_without_the_token(stack):
     status, body = http(f"{stack.jupyter}/api/status", token=stack.token)
     assert status == 200 and "started" in json.loads(body)
     assert http(f"{stack.jupyter}/lab?token={stack.token}")[0] == 200
+
+
+@pytest.mark.spark
+def test_the_lookup_service_refuses_a_request_without_its_token(stack):
+    from joinlab.lookup import LookupSettings, lookup_sessions
+    from joinlab.stack.services import http
+    assert http(f"{stack.lookup}/sessions/s1")[0] == 401
+    status, body = http(f"{stack.lookup}/health")
+    assert status == 200 and json.loads(body)["status"] == "ok"
+    token_file = stack.home / "run" / "lookup.token"
+    assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+    lookup_pid = json.loads((stack.home / "run" / "lookup.json").read_text())["pid"]
+    cmdline = subprocess.run(["ps", "-o", "args=", "-p", str(lookup_pid)], capture_output=True, text=True).stdout
+    assert "joinlab.lookup" in cmdline and token_file.read_text().strip() not in cmdline
+    # What the job does: settings from the stack's environment (URL from LAB_LOOKUP_PORT, token from the file).
+    lookup = LookupSettings.from_env({**stack.env, "LAB_HOME": str(stack.home)})
+    assert lookup.url == stack.lookup
+    assert lookup_sessions(["no-such-session"], lookup)["no-such-session"].error == "session not found (HTTP 404)"
+    wrong = LookupSettings(stack.lookup, "wrong")
+    assert "lookup unauthorized (HTTP 401)" in lookup_sessions(["s1"], wrong)["s1"].error
 
 
 @pytest.mark.spark

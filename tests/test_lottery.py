@@ -3,13 +3,8 @@
 Disorder stays within the watermark delay here (4 s + 1 s for a duplicate, against 10 s), so no
 event is late and the outcomes are a function of the events alone; the late click is a crafted
 scenario, sent after the job has moved past it."""
-import contextlib
 import json
-import os
 import signal
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -18,14 +13,14 @@ from generators.lottery import generate
 from jobs.lottery_rules import ALREADY_STARTED, INACTIVE, LATE, NO_COUPON, NON_POSITIVE, settings
 from joinlab import job as runner
 from joinlab.generate import Disorder, Record, send
-from joinlab.topics import create_topics, end_offsets, partitions_of, plain_consumer, read_topics
+from joinlab.topics import create_topics, read_topics
 from joinlab.verify import verify
 from references import lottery as reference
-from tests.conftest import run_job_to_end, wait_for
+from tests.conftest import committed_batches, kill_group, records_in, run_job_to_end, run_pattern_process, wait_for
 
 pytestmark = pytest.mark.spark
 
-ROOT = Path(__file__).resolve().parents[1]
+OUTCOME_TOPICS = [lottery.WINNERS_TOPIC, lottery.REJECTIONS_TOPIC]
 WITHIN_THE_DELAY = Disorder(delayed=0.5, max_delay_s=4.0, duplicates=0.1, malformed=0.02)
 
 
@@ -84,36 +79,6 @@ def test_outcomes_equal_the_batch_reference_for_any_partitioning(spark, bootstra
     assert len(letters) == sum(r.kind not in ("event", "duplicate") for r in records)
 
 
-def run_lottery(bootstrap, checkpoint, home, log, *options) -> subprocess.Popen:
-    """`joinlab run lottery` as its own process (and process group: the JVM and the Python
-    workers are its children, so one killpg takes them all)."""
-    env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": bootstrap, "LAB_HOME": str(home), "SPARK_MASTER": "local[2]"}
-    return subprocess.Popen([sys.executable, "-m", "joinlab", "run", "lottery", "--checkpoint", str(checkpoint),
-                             *options], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
-
-
-def kill(process: subprocess.Popen) -> None:
-    """SIGKILL the process group (a no-op once it is gone) and reap the process."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGKILL)
-    process.wait(timeout=30)
-
-
-def batch_ids(checkpoint, log: str) -> set[int]:
-    return {int(p.name) for p in (checkpoint / log).glob("[0-9]*")}
-
-
-def output_records(bootstrap) -> int:
-    """Winners and rejections written so far (end offsets)."""
-    consumer = plain_consumer(bootstrap)
-    try:
-        return sum(end_offsets(consumer, partitions_of(consumer, [lottery.WINNERS_TOPIC,
-                                                                  lottery.REJECTIONS_TOPIC])).values())
-    finally:
-        consumer.close()
-
-
 def winners(got: dict) -> dict:
     """(lottery, window start) -> winner, from `outcomes`."""
     return {key: (view["winner_user_id"], view["winning_event_id"]) for key, view in got.items()
@@ -132,19 +97,19 @@ def test_winners_are_the_same_after_a_kill_and_restart_and_on_a_fresh_second_run
     send(bootstrap, first_half, progress=False)
     checkpoint = tmp_path / "killed"
     with open(tmp_path / "live.log", "wb") as log:
-        live = run_lottery(bootstrap, checkpoint, tmp_path, log)
+        live = run_pattern_process("lottery", bootstrap, checkpoint, tmp_path, log)
         try:
-            wait_for(lambda: output_records(bootstrap) > 0 or live.poll() is not None, 240,
+            wait_for(lambda: records_in(bootstrap, OUTCOME_TOPICS) > 0 or live.poll() is not None, 240,
                      "the first winners or rejections on the output topics", interval_s=0.05)
         finally:
-            kill(live)
+            kill_group(live)
     assert live.returncode == -signal.SIGKILL, (tmp_path / "live.log").read_text()[-3000:]
-    committed = batch_ids(checkpoint, "commits")
+    committed = committed_batches(checkpoint)
     assert committed, "killed before the first batch committed: nothing in the state store yet"
 
     send(bootstrap, second_half, progress=False)
     run_to_end(spark, bootstrap, checkpoint)  # the restart, in this process: what matters is the checkpoint
-    assert max(batch_ids(checkpoint, "commits")) >= max(committed) + 2, "the restart did not resume the checkpoint"
+    assert max(committed_batches(checkpoint)) >= max(committed) + 2, "the restart did not resume the checkpoint"
     first = outcomes(bootstrap)
     report = verify("lottery", bootstrap)
     assert report.ok, "\n".join(report.lines())

@@ -104,7 +104,7 @@ def test_progress_helpers_count_records_from_offsets_and_list_state_variables():
     import pandas as pd
     from joinlab.notebook import rows
     from joinlab.notebook.progress import _offset_span
-    from joinlab.notebook.state import _state_variables
+    from joinlab.state import _state_variables
     source = {"startOffset": {"a": {"0": 5, "1": 0}}, "endOffset": {"a": {"0": 9, "1": 3}, "b": {"0": 2}}}
     assert _offset_span(source) == 4 + 3 + 2
     assert _offset_span({"startOffset": None, "endOffset": '{"a": {"0": 4}}'}) == 4

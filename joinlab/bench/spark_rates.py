@@ -136,6 +136,7 @@ def pattern_job(spark, pattern: str, bootstrap: str, seed: int, count: int, chec
     availableNow over them, as step 3 does for tweet views. events/s = input records / wall time."""
     from joinlab import patterns
     from joinlab.generate import send
+    from joinlab.job import services
     from joinlab.job import start as start_job
     from joinlab.topics import create_topics
     job = patterns.job(pattern)
@@ -144,9 +145,10 @@ def pattern_job(spark, pattern: str, bootstrap: str, seed: int, count: int, chec
         raise BenchError(f"step 3 ({pattern}): its input topics already hold records; run on a fresh broker")
     n = send(bootstrap, patterns.generator(pattern).generate(seed, count), progress=False)
     before = read_ranges(bootstrap, job.OUTPUT_TOPICS)
-    start = time.monotonic()
-    query = start_job(spark, job, bootstrap, str(checkpoint), available_now=True, name=f"bench-{pattern}")
-    end = _run_to_end(query, timeout_s, f"step 3 ({pattern} job)")
+    with services(job, bootstrap):
+        start = time.monotonic()
+        query = start_job(spark, job, bootstrap, str(checkpoint), available_now=True, name=f"bench-{pattern}")
+        end = _run_to_end(query, timeout_s, f"step 3 ({pattern} job)")
     after = read_ranges(bootstrap, job.OUTPUT_TOPICS)
     written = sum(after[k][1] - before.get(k, (0, 0))[1] for k in after)
     note = f"own events, availableNow, {len(query.recentProgress)} batch(es); {written} records out"

@@ -17,7 +17,7 @@ import pandas as pd
 from joinlab import patterns
 from joinlab.generate import Disorder, Record, send
 from joinlab.notebook import progress as query_progress
-from joinlab.notebook import state as state_source
+from joinlab import state as state_source
 from joinlab.notebook.env import connect, setting
 from joinlab.notebook.feed import Feed
 from joinlab.notebook.peek import frame, latest_records, topic_ends
@@ -44,6 +44,7 @@ class Lab:
         self.spark = None
         self.query = None
         self.feed: Feed | None = None
+        self.services = None  # what the job calls (money enrichment: its lookup service), open while it runs
 
     def __repr__(self) -> str:
         return (f"<Lab {self.pattern}: broker {self.bootstrap}, inputs {', '.join(self.job.INPUT_TOPICS)}, "
@@ -148,6 +149,9 @@ class Lab:
             return self.query
         if fresh:
             shutil.rmtree(self.checkpoint, ignore_errors=True)
+        if self.services is None:
+            self.services = runner.services(self.job, self.bootstrap)
+            self.services.__enter__()
         self.query = runner.start(spark, self._observed_job(), self.bootstrap, self.checkpoint,
                                   trigger_interval=trigger, max_offsets_per_trigger=max_offsets_per_trigger,
                                   name=self.query_name)
@@ -235,6 +239,9 @@ class Lab:
             self.feed.stop()
         if self.query is not None and self.query.isActive:
             self.query.stop()
+        if self.services is not None:
+            self.services.__exit__(None, None, None)
+            self.services = None
         if spark and self.spark is not None:
             self.spark.stop()
             self.spark = None

@@ -15,11 +15,12 @@ from pathlib import Path
 
 from joinlab import broker, patterns
 from joinlab.config import lab_home
+from joinlab.lookup.client import health_problem
 from joinlab.stack import procs, services, settings
 from joinlab.stack.procs import Service, StackError
-from joinlab.stack.services import JUPYTER, MASTER, WORKER
+from joinlab.stack.services import JUPYTER, LOOKUP, MASTER, WORKER
 
-CORE = [MASTER, WORKER, JUPYTER]
+CORE = [MASTER, WORKER, JUPYTER, LOOKUP]
 
 
 def marker() -> str:
@@ -54,7 +55,8 @@ def up(generators: bool = False, rate: float | None = None, duration: float | No
     settings.check_free(([] if existing_broker else ["broker"])
                         + ([] if MASTER in running else ["master", "master-ui"])
                         + ([] if WORKER in running else ["worker-ui"])
-                        + ([] if JUPYTER in running else ["jupyter"]))
+                        + ([] if JUPYTER in running else ["jupyter"])
+                        + ([] if LOOKUP in running else ["lookup"]))
     token = current[JUPYTER].extra["token"] if JUPYTER in running else settings.jupyter_token()
     notebooks = settings.notebook_dir()
     _mark("native")
@@ -78,9 +80,11 @@ def up(generators: bool = False, rate: float | None = None, duration: float | No
             create_topics(info.bootstrap_servers, patterns.all_topics(pattern))
         out(f"  {'topics':<19}ready for {', '.join(patterns.PATTERNS)}")
 
+        lookup = current[LOOKUP] if LOOKUP in running else services.start_lookup(info.bootstrap_servers)
         master = current[MASTER] if MASTER in running else services.start_master()
-        jupyter = current[JUPYTER] if JUPYTER in running else services.start_jupyter(token, notebooks)
-        started += [s for s in (master, jupyter) if s.name not in running]
+        jupyter = (current[JUPYTER] if JUPYTER in running
+                   else services.start_jupyter(token, notebooks, services.lookup_env()))
+        started += [s for s in (lookup, master, jupyter) if s.name not in running]
         services.wait_healthy(master, lambda: services.master_healthy(master), timeout_s, "answering")
         report(MASTER, master.pid, MASTER in running)
         if WORKER in running:
@@ -94,6 +98,9 @@ def up(generators: bool = False, rate: float | None = None, duration: float | No
         services.wait_healthy(jupyter, lambda: services.jupyter_healthy(jupyter), timeout_s,
                               "answering /api/status with its token")
         report(JUPYTER, jupyter.pid, JUPYTER in running)
+        services.wait_healthy(lookup, lambda: services.lookup_healthy(lookup), timeout_s,
+                              "answering /health, and 401 to a session request without its token")
+        report(LOOKUP, lookup.pid, LOOKUP in running)
         if generators:
             for pattern in patterns.PATTERNS:
                 existing = procs.load(services.gen_name(pattern))
@@ -107,11 +114,12 @@ def up(generators: bool = False, rate: float | None = None, duration: float | No
             broker.stop_background()
         raise
     out(f"Healthy after {time.monotonic() - began:.1f} s.\n")
-    summary(info.bootstrap_servers, master, worker, jupyter, out)
+    summary(info.bootstrap_servers, master, worker, jupyter, lookup, out)
     return 0
 
 
-def summary(bootstrap: str, master: Service, worker: Service, jupyter: Service, out=print) -> None:
+def summary(bootstrap: str, master: Service, worker: Service, jupyter: Service, lookup: Service,
+            out=print) -> None:
     pattern = next(iter(patterns.PATTERNS))
     lab = _joinlab()
     out("Stream Join Lab is up (native processes, all on 127.0.0.1):")
@@ -119,6 +127,7 @@ def summary(bootstrap: str, master: Service, worker: Service, jupyter: Service, 
     out(f"  Spark master      {master.url}   web UI {master.extra['ui']}")
     out(f"  Spark worker UI   {worker.url}")
     out(f"  JupyterLab        {jupyter.url}/lab?token={jupyter.extra['token']}")
+    out(f"  Session lookup    {lookup.url}   token from {lookup.extra['token_from']}")
     out(f"Run a job on the master:  {lab} run {pattern}   (jobs and notebooks use {master.url} while it runs;")
     out("                          SPARK_MASTER=local[*] runs one in-process instead)")
     out(f"Events at a rate:         {lab} lab generate {pattern} --rate 50")
@@ -157,6 +166,9 @@ def down(names: list[str] | None = None, volumes: bool = False, out=print) -> in
     targets = [s for s in (procs.load(n) for n in known if not names or n in names) if s]
     live = [s for s in targets if procs.is_running(s)]
     procs.stop(targets)
+    for service in targets:  # a token the stack's lookup service generated lives as long as it runs
+        if service.name == LOOKUP and service.extra.get("token_from", "$").startswith("/"):
+            Path(service.extra["token_from"]).unlink(missing_ok=True)
     stopped = [f"{s.name} (pid {s.pid})" for s in live]
     if not names or "broker" in names:
         info = broker.stop_background()
@@ -170,7 +182,7 @@ def down(names: list[str] | None = None, volumes: bool = False, out=print) -> in
 
 
 def rows() -> list[tuple[str, str, str, str]]:
-    """(service, state, pid, url) for the broker, Spark, JupyterLab and any generator."""
+    """(service, state, pid, url) for the broker, Spark, JupyterLab, the lookup service and any generator."""
     table = []
     info = broker.running_broker()
     state_file = lab_home() / "broker.json"
@@ -185,7 +197,8 @@ def rows() -> list[tuple[str, str, str, str]]:
             table.append((name, "exited", "-", service.url))
             continue
         check = {MASTER: services.master_healthy, WORKER: services.worker_registered,
-                 JUPYTER: lambda s: services.jupyter_status(s, True) == 200}.get(name)
+                 JUPYTER: lambda s: services.jupyter_status(s, True) == 200,
+                 LOOKUP: lambda s: health_problem(s.url, timeout_s=2.0) is None}.get(name)
         state = "running" if check is None else ("healthy" if check(service) else "starting")
         url = service.url + (f"  (web UI {service.extra['ui']})" if name == MASTER else "")
         table.append((name, state, str(service.pid), url))

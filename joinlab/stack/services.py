@@ -2,7 +2,8 @@
 
 A service is healthy when it answers, not when its process exists: the Spark master when its
 JSON shows our worker ALIVE, JupyterLab when /api/status answers 200 with the token *and* 403
-without it (a Jupyter config that disables the token fails `make up` instead of going unnoticed).
+without it (a Jupyter config that disables the token fails `make up` instead of going unnoticed),
+the session lookup service when /health answers *and* a session request without its token gets 401.
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from joinlab.stack import procs
 from joinlab.stack.procs import Service, StackError
 from joinlab.stack.settings import HOST, port, setting
 
-MASTER, WORKER, JUPYTER = "spark-master", "spark-worker", "jupyter"
+MASTER, WORKER, JUPYTER, LOOKUP = "spark-master", "spark-worker", "jupyter", "lookup"
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
 
@@ -131,9 +132,10 @@ def worker_registered(worker: Service) -> bool:
 
 # --- JupyterLab ---------------------------------------------------------------------------------
 
-def start_jupyter(token: str, notebooks: Path) -> Service:
+def start_jupyter(token: str, notebooks: Path, extra_env: dict[str, str] | None = None) -> Service:
     number = port("jupyter")
     env = base_env()
+    env.update(extra_env or {})
     env["JUPYTER_TOKEN"] = token  # from the environment, so it is not in `ps` output for all to read
     env.pop("JUPYTER_TOKEN_FILE", None)
     cmd = [sys.executable, "-m", "jupyterlab", "--ip", HOST, "--port", str(number), "--no-browser",
@@ -155,6 +157,38 @@ def jupyter_healthy(jupyter: Service) -> bool:
         raise StackError(f"JupyterLab at {jupyter.url} answers without its token: a Jupyter config "
                          "(~/.jupyter/jupyter_server_config.*) disables it; the lab refuses to run that way")
     return True
+
+
+# --- The session lookup service (money-enrichment) ---------------------------------------------
+
+def lookup_url() -> str:
+    return f"http://{HOST}:{port('lookup')}"
+
+
+def lookup_env() -> dict[str, str]:
+    """What a client of the lookup service needs (JupyterLab gets it): its URL, and its token when
+    one is configured (else clients read the token file the service writes)."""
+    token = setting("LAB_LOOKUP_TOKEN", "")
+    return {"MONEY_LOOKUP_URL": lookup_url(), **({"LAB_LOOKUP_TOKEN": token} if token else {})}
+
+
+def start_lookup(bootstrap: str) -> Service:
+    from joinlab.lookup.config import token_file
+    env = base_env()
+    env.update(lookup_env())  # LAB_LOOKUP_TOKEN from .env too: environment only, never in `ps` output
+    cmd = [sys.executable, "-m", "joinlab.lookup", "--bootstrap", bootstrap, "--port", str(port("lookup"))]
+    where = "$LAB_LOOKUP_TOKEN" if env.get("LAB_LOOKUP_TOKEN") else str(token_file(env))
+    return procs.spawn(LOOKUP, cmd, "joinlab.lookup", env, url=lookup_url(), extra={"token_from": where})
+
+
+def lookup_healthy(lookup: Service) -> bool:
+    if http(f"{lookup.url}/health")[0] != 200:
+        return False
+    status = http(f"{lookup.url}/sessions/health-probe")[0]
+    if status == 200:
+        raise StackError(f"the lookup service at {lookup.url} serves sessions without its token; "
+                         "the lab refuses to run that way")
+    return status == 401
 
 
 # --- Generators ---------------------------------------------------------------------------------

@@ -32,6 +32,7 @@ PORTS = {
     "master-ui": Port("Spark master web UI", "LAB_SPARK_MASTER_UI_PORT", 8080),
     "worker-ui": Port("Spark worker web UI", "LAB_SPARK_WORKER_UI_PORT", 8081),
     "jupyter": Port("JupyterLab", "LAB_JUPYTER_PORT", 8888),
+    "lookup": Port("session lookup service", "LAB_LOOKUP_PORT", 8090),
 }
 
 

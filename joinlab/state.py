@@ -1,7 +1,9 @@
-"""The job's state read from its checkpoint with Spark's state data sources.
+"""The job's state read from its checkpoint with Spark's state data sources: what `joinlab state`
+prints and what the notebooks show - the analogue of Flink's queryable state.
 
 Why from the checkpoint: it is what a restart would resume from, read without touching the
-running query. `state-metadata` lists the stateful operators, `statestore` reads one of them.
+running query (the last committed batch). `state-metadata` lists the stateful operators,
+`statestore` reads one of them.
 """
 from __future__ import annotations
 
@@ -72,3 +74,25 @@ def read(spark, checkpoint: str, var: str | None = None, operator_id: int = 0, b
             seen.add(field.name)
             columns.append(F.col(f"`{field.name}`"))
     return df.select(*columns).toPandas()
+
+
+def describe(spark, checkpoint: str, limit: int = 10, only: list[str] | None = None) -> list[str]:
+    """Printable lines: every state variable of every transformWithState operator (or those named
+    in `only`), its row count and its first `limit` rows."""
+    lines = []
+    ops = _operators(spark, checkpoint).sort_values("operatorId", ascending=False)  # the first stage first
+    for op, name, props, batch in zip(ops["operatorId"], ops["operatorName"], ops["operatorProperties"],
+                                      ops["maxBatchId"]):
+        for var in _declared(props):
+            if only and var["name"] not in only:
+                continue
+            rows = read(spark, checkpoint, var["name"], int(op))
+            lines.append(f"operator {op} ({name}), {var['name']} ({var['type']}): {len(rows)} rows "
+                         f"as of batch {batch}")
+            if len(rows):
+                lines += ["  " + line for line in rows.head(limit).to_string(index=False).splitlines()]
+                if len(rows) > limit:
+                    lines.append(f"  ... {len(rows) - limit} more")
+    if only and not lines:
+        raise ValueError(f"no state variable named {', '.join(only)} in {checkpoint}")
+    return lines

@@ -1,0 +1,87 @@
+"""`python -m joinlab.lookup`: the session lookup service, until Ctrl-C or SIGTERM."""
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+
+
+def parser() -> argparse.ArgumentParser:
+    from joinlab.lookup.config import DEFAULT_PORT, PORT_ENV
+    p = argparse.ArgumentParser(prog="python -m joinlab.lookup",
+                                description="Serve the sessions of a Kafka topic over HTTP for the money-enrichment "
+                                            "job (GET /sessions/<id> with a Bearer token, GET /health).")
+    p.add_argument("--bootstrap", help="Kafka bootstrap servers (default: $KAFKA_BOOTSTRAP_SERVERS or the embedded "
+                                       "broker from `make broker-start`)")
+    p.add_argument("--topic", default="money-sessions", help="the sessions topic (default money-sessions)")
+    p.add_argument("--port", type=_whole, help=f"port (default ${PORT_ENV} or {DEFAULT_PORT}; 0 = a free one)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; 0.0.0.0 only inside "
+                                                       "a container, whose published port is bound to 127.0.0.1)")
+    faults = p.add_argument_group("fault injection (tests and demos)")
+    faults.add_argument("--latency-ms", type=_whole, default=0, help="delay every response by this many ms")
+    faults.add_argument("--fail-first", type=_whole, default=0, metavar="N",
+                        help="answer 503 to the first N requests for each session id")
+    faults.add_argument("--error-rate", type=_fraction, default=0.0, metavar="P",
+                        help="answer 503 to this fraction of session requests, at random (see --seed)")
+    faults.add_argument("--seed", type=int, default=0, help="seed of --error-rate's randomness (default 0)")
+    return p
+
+
+def _whole(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 0")
+    return int(text)
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a fraction between 0 and 1, e.g. 0.1")
+    return value
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = parser()
+    args = p.parse_args(argv)
+    from joinlab.broker import BrokerError, bootstrap_servers
+    from joinlab.lookup.service import LookupService, ServiceError, token_hint
+    try:
+        bootstrap = args.bootstrap or bootstrap_servers()
+    except BrokerError as exc:
+        p.error(f"{exc} Or pass --bootstrap HOST:PORT.")
+    try:
+        service = LookupService(bootstrap, args.topic, port=args.port, host=args.host, latency_ms=args.latency_ms,
+                                fail_first=args.fail_first, error_rate=args.error_rate, seed=args.seed)
+    except ValueError as exc:  # a bad LAB_LOOKUP_PORT
+        p.error(str(exc))
+    except ServiceError as exc:
+        print(f"lookup: {exc}", file=sys.stderr)
+        return 2
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    try:
+        service.start()
+    except ServiceError as exc:
+        print(f"lookup: {exc}", file=sys.stderr)
+        return 2
+    faults = service.faults
+    injected = (f"; injected faults: latency {faults.latency_ms} ms, fail-first {faults.fail_first}, "
+                f"error rate {faults.error_rate} (seed {faults.seed})"
+                if faults.latency_ms or faults.fail_first or faults.error_rate else "")
+    print(f"lookup: serving sessions of {args.topic} from {bootstrap} at {service.url} (bound to {args.host}); "
+          f"{token_hint(service)}{injected}", flush=True)
+    try:
+        stop.wait()
+    finally:
+        service.stop()
+    print("lookup: stopped", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,232 @@
+"""The lookup client the money-enrichment job calls from Spark Python workers (mapInArrow).
+
+Why it is shaped this way: a late transaction must never hold the stream up longer than the
+timeout. So one call looks every distinct id up once, at most `concurrency` at a time (one
+keep-alive connection per worker thread), retries only what may succeed on a second try (5xx,
+connection errors), and the WHOLE call shares one deadline: each attempt's socket timeout is
+the time left, and whatever is not answered by then gets the timeout reason. Importing it starts
+nothing; its threads end before it returns. Standard library only.
+"""
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import queue
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from urllib.parse import quote, urlsplit
+
+from joinlab.config import duration_ms
+from joinlab.lookup.config import TOKEN_ENV, configured_token, default_port, token_file
+
+BACKOFF_S = (0.05, 0.1, 0.2, 0.4)  # then 0.4 s per further retry
+JOIN_GRACE_S = 0.25                 # how long past the deadline we wait for a worker thread
+START_HINT = "is it running? (`make up` or `python -m joinlab.lookup`)"
+
+
+@dataclass(frozen=True)
+class LookupSettings:
+    url: str
+    token: str
+    timeout_s: float = 2.0
+    retries: int = 2
+    concurrency: int = 8
+
+    def __post_init__(self):
+        parts = urlsplit(self.url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"lookup URL {self.url!r} must look like http://host:port")
+        if not self.timeout_s > 0 or self.retries < 0 or self.concurrency < 1:
+            raise ValueError(f"lookup settings: timeout must be > 0, retries >= 0, concurrency >= 1 (got {self})")
+
+    def __repr__(self) -> str:  # never print the token (Spark logs reprs of closures' values)
+        return (f"LookupSettings(url={self.url!r}, token={'***' if self.token else ''!r}, timeout_s={self.timeout_s},"
+                f" retries={self.retries}, concurrency={self.concurrency})")
+
+    @classmethod
+    def from_env(cls, environ=None) -> "LookupSettings":
+        """MONEY_LOOKUP_URL, LAB_LOOKUP_TOKEN (else the token file), MONEY_LOOKUP_TIMEOUT,
+        MONEY_LOOKUP_RETRIES, MONEY_LOOKUP_CONCURRENCY; a bad value raises ValueError naming it."""
+        env = os.environ if environ is None else environ
+        url = env.get("MONEY_LOOKUP_URL") or f"http://127.0.0.1:{default_port(env) or 8090}"
+        if not urlsplit(url).hostname or urlsplit(url).scheme not in ("http", "https"):
+            raise ValueError(f"MONEY_LOOKUP_URL={url!r}: give http://host:port, e.g. http://127.0.0.1:8090")
+        timeout_ms = duration_ms(env.get("MONEY_LOOKUP_TIMEOUT") or "2 seconds", "MONEY_LOOKUP_TIMEOUT")
+        if timeout_ms <= 0:
+            raise ValueError(f"MONEY_LOOKUP_TIMEOUT={env['MONEY_LOOKUP_TIMEOUT']!r} must be more than 0")
+        return cls(url, configured_token(env), timeout_ms / 1000, _int(env, "MONEY_LOOKUP_RETRIES", 2, 0),
+                   _int(env, "MONEY_LOOKUP_CONCURRENCY", 8, 1))
+
+
+def _int(env, name: str, default: int, minimum: int) -> int:
+    text = (env.get(name) or str(default)).strip()
+    if not text.isdigit() or int(text) < minimum:
+        raise ValueError(f"{name}={text!r}: give a whole number >= {minimum}")
+    return int(text)
+
+
+@dataclass(frozen=True)
+class LookupResult:
+    session: dict | None
+    error: str | None
+    attempts: int
+
+
+class _Retry(Exception):
+    """A failure that another attempt may fix: 5xx or a connection error."""
+
+
+def lookup_sessions(session_ids, settings: LookupSettings) -> dict[str, LookupResult]:
+    """session id -> LookupResult for every distinct id, within settings.timeout_s (+ ~0.25 s)."""
+    ids = list(dict.fromkeys(session_ids))
+    if not ids:
+        return {}
+    if not settings.token:
+        reason = (f"no lookup token: set {TOKEN_ENV}, or start the service, which writes it to "
+                  f"{token_file()}")
+        return {i: LookupResult(None, reason, 0) for i in ids}
+    deadline = time.monotonic() + settings.timeout_s
+    todo: queue.SimpleQueue = queue.SimpleQueue()
+    for session_id in ids:
+        todo.put(session_id)
+    results: dict[str, LookupResult] = {}
+    lock = threading.Lock()
+    workers = [threading.Thread(target=_worker, args=(todo, results, lock, settings, deadline), daemon=True,
+                                name=f"lookup-{n}") for n in range(min(settings.concurrency, len(ids)))]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(max(0.0, deadline - time.monotonic()) + JOIN_GRACE_S)
+    with lock:  # a worker stuck past the deadline (name resolution has no timeout) is left behind
+        answered = dict(results)
+        results.clear()
+    timed_out = _timeout_reason(settings, 0)
+    return {i: answered.get(i) or LookupResult(None, timed_out, 0) for i in ids}
+
+
+def _timeout_reason(settings: LookupSettings, attempts: int) -> str:
+    return f"lookup timed out after {settings.timeout_s:.1f} s ({attempts} attempt{'' if attempts == 1 else 's'})"
+
+
+def _worker(todo: queue.SimpleQueue, results: dict, lock: threading.Lock, settings: LookupSettings,
+            deadline: float) -> None:
+    """Take ids until none is left, on one keep-alive connection."""
+    connection = _Connection(settings)
+    try:
+        while True:
+            try:
+                session_id = todo.get_nowait()
+            except queue.Empty:
+                return
+            if not isinstance(session_id, str) or not session_id:
+                result = LookupResult(None, f"no session id to look up ({session_id!r})", 0)
+            else:
+                try:
+                    result = _lookup_one(connection, session_id, settings, deadline)
+                except Exception as exc:  # a bug must cost one id its answer, not the whole call
+                    result = LookupResult(None, f"lookup failed: {type(exc).__name__}: {exc}", 1)
+            with lock:
+                results[session_id] = result
+    finally:
+        connection.close()
+
+
+def _lookup_one(connection: "_Connection", session_id: str, settings: LookupSettings,
+                deadline: float) -> LookupResult:
+    attempts = 0
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return LookupResult(None, _timeout_reason(settings, attempts), attempts)
+        attempts += 1
+        try:
+            return _attempt(connection, session_id, left, attempts)
+        except TimeoutError:
+            connection.close()
+            return LookupResult(None, _timeout_reason(settings, attempts), attempts)
+        except _Retry as failure:
+            if attempts > settings.retries:
+                return LookupResult(None, str(failure), attempts)
+            pause = BACKOFF_S[min(attempts - 1, len(BACKOFF_S) - 1)]
+            time.sleep(max(0.0, min(pause, deadline - time.monotonic())))  # a backoff, capped by the deadline
+
+
+def _attempt(connection: "_Connection", session_id: str, timeout_s: float, attempt: int) -> LookupResult:
+    """One request. Returns the final result, raises _Retry (retryable) or TimeoutError."""
+    try:
+        status, body = connection.get(f"/sessions/{quote(session_id, safe='')}", timeout_s)
+    except (socket.timeout, TimeoutError):
+        raise TimeoutError from None
+    except (OSError, http.client.HTTPException) as exc:
+        connection.close()
+        raise _Retry(f"lookup service unreachable at {connection.base}: {exc or type(exc).__name__}; "
+                     f"{START_HINT}") from None
+    if status == 200:
+        try:
+            session = json.loads(body)
+        except ValueError:
+            session = None
+        if isinstance(session, dict):
+            return LookupResult(session, None, attempt)
+        return LookupResult(None, "lookup failed: the service answered 200 without a JSON object", attempt)
+    if status == 404:
+        return LookupResult(None, "session not found (HTTP 404)", attempt)
+    if status in (401, 403):
+        return LookupResult(None, f"lookup unauthorized (HTTP {status}): set {TOKEN_ENV} to the service's token",
+                            attempt)
+    if status >= 500:
+        raise _Retry(f"lookup failed: HTTP {status} after {attempt} attempt{'' if attempt == 1 else 's'}")
+    return LookupResult(None, f"lookup failed: HTTP {status}", attempt)
+
+
+class _Connection:
+    """One keep-alive HTTP connection, reopened after an error; each request gets its own timeout."""
+
+    def __init__(self, settings: LookupSettings):
+        parts = urlsplit(settings.url)
+        self.base = settings.url.rstrip("/")
+        self._prefix = parts.path.rstrip("/")
+        self._secure = parts.scheme == "https"
+        self._host, self._port = parts.hostname, parts.port or (443 if self._secure else 80)
+        self._headers = {"Authorization": f"Bearer {settings.token}", "Accept": "application/json"}
+        self._conn: http.client.HTTPConnection | None = None
+
+    def get(self, path: str, timeout_s: float) -> tuple[int, bytes]:
+        if self._conn is None:
+            kind = http.client.HTTPSConnection if self._secure else http.client.HTTPConnection
+            self._conn = kind(self._host, self._port, timeout=timeout_s)
+        self._conn.timeout = timeout_s
+        if self._conn.sock is not None:
+            self._conn.sock.settimeout(timeout_s)
+        self._conn.request("GET", self._prefix + path, headers=self._headers)
+        response = self._conn.getresponse()
+        return response.status, response.read()
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+
+def health_problem(url: str, timeout_s: float = 4.0) -> str | None:
+    """None when the service at `url` is usable: /health answers 200 AND a session request without
+    a token answers 401 (so a service that lets anyone in is not healthy). Else what is wrong.
+    The Compose health check and the native stack both use it."""
+    base = url.rstrip("/")
+    for path, wanted in (("/health", 200), ("/sessions/health-probe", 401)):
+        parts = urlsplit(base + path)
+        conn = http.client.HTTPConnection(parts.hostname, parts.port or 80, timeout=timeout_s)
+        try:
+            conn.request("GET", parts.path)
+            status = conn.getresponse().status
+        except (OSError, http.client.HTTPException) as exc:
+            return f"{base}{path} does not answer ({exc}); {START_HINT}"
+        finally:
+            conn.close()
+        if status != wanted:
+            return f"{base}{path} answered HTTP {status}, expected {wanted}" + (
+                ": it serves sessions without a token" if path != "/health" and status == 200 else "")
+    return None

@@ -1,0 +1,248 @@
+"""The session lookup service: a small real HTTP server over the sessions topic.
+
+The money-enrichment job asks it for sessions that arrived too late for the job's state.
+Why HTTP/1.1 with keep-alive: the client looks up many ids per micro-batch and reuses one
+connection per thread. Why a token always: the lab never runs an open door, not even on
+127.0.0.1. The fault flags (latency, first-N failures, a seeded error rate) let tests and demos
+show the client's timeout, retries and dead letters against the real thing.
+"""
+from __future__ import annotations
+
+import hmac
+import json
+import os
+import random
+import secrets
+import socket
+import sys
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+from joinlab.lookup.config import TOKEN_ENV, default_port, token_file
+from joinlab.lookup.store import SessionStore
+
+HOST = "127.0.0.1"
+
+
+class ServiceError(RuntimeError):
+    """The service cannot start; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class Faults:
+    """Injected faults, for tests and demos; none by default."""
+    latency_ms: int = 0        # every response waits this long
+    fail_first: int = 0        # the first N requests for each session id answer 503
+    error_rate: float = 0.0    # this fraction of session requests answers 503 (seeded)
+    seed: int = 0
+
+
+def resolve_token(token: str | None = None) -> tuple[str, str]:
+    """(token, where it came from). Given, else $LAB_LOOKUP_TOKEN, else the token file (created
+    owner-only with a new random token when missing). An empty token is refused, never 'no auth'."""
+    if token is not None:
+        if not token.strip():
+            raise ServiceError("the lookup token is empty; the service refuses to run without one")
+        return token.strip(), "given by the caller"
+    if os.environ.get(TOKEN_ENV, "").strip():
+        return os.environ[TOKEN_ENV].strip(), f"${TOKEN_ENV}"
+    path = token_file()
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        draft = path.with_name(f".{path.name}.{os.getpid()}")
+        fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(secrets.token_urlsafe(32) + "\n")
+        try:
+            os.link(draft, path)  # atomic, and never over a token another process just wrote
+        except FileExistsError:
+            pass
+        finally:
+            draft.unlink()
+    text = path.read_text().strip()
+    if not text:
+        raise ServiceError(f"the lookup token file {path} is empty: delete it (a new token is generated at the "
+                           f"next start) or set {TOKEN_ENV}; the service refuses to run without a token")
+    return text, str(path)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, address, service: "LookupService"):
+        self.service = service
+        super().__init__(address, _Handler)
+
+    def handle_error(self, request, client_address) -> None:
+        """A client that hung up (its timeout passed) is normal here; anything else is printed."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive: every response carries Content-Length
+    server_version = "joinlab-lookup"
+    timeout = 60  # an idle keep-alive connection frees its thread after a minute
+
+    def setup(self) -> None:
+        super().setup()
+        with self.server.service._lock:
+            self.server.service.connections += 1
+
+    def do_GET(self) -> None:
+        service: LookupService = self.server.service
+        path = urlsplit(self.path).path
+        if not path.startswith("/sessions/"):
+            service._delay()
+            if path == "/health":  # counts only, no data: no token needed
+                self._send(200, {"status": "ok", "sessions": service.store.sessions,
+                                 "invalid": service.store.invalid})
+            else:
+                self._send(404, {"error": "no such path; use GET /sessions/<session_id> or GET /health"})
+            return
+        with service._in_flight():
+            service._delay()
+            if not service._authorized(self.headers.get("Authorization", "")):
+                self._send(401, {"error": "missing or wrong token: send Authorization: Bearer <token>"},
+                           {"WWW-Authenticate": 'Bearer realm="joinlab-lookup"'})
+                return
+            session_id = unquote(path[len("/sessions/"):])
+            if service._inject_failure(session_id):
+                self._send(503, {"error": "injected failure"})
+                return
+            session = service.store.get(session_id)
+            if session is None:
+                self._send(404, {"error": "session not found"})
+            else:
+                self._send(200, session)
+
+    def _send(self, status: int, body: dict, headers: dict | None = None) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args) -> None:  # one line per request would drown the log
+        pass
+
+
+class LookupService:
+    """The service in-process: `with LookupService(bootstrap, port=0) as svc: svc.url, svc.token`."""
+
+    def __init__(self, bootstrap: str, topic: str | None = None, port: int | None = None, host: str = HOST,
+                 token: str | None = None, latency_ms: int = 0, fail_first: int = 0, error_rate: float = 0.0,
+                 seed: int = 0):
+        self.faults = Faults(latency_ms, fail_first, error_rate, seed)
+        if latency_ms < 0 or fail_first < 0 or not 0 <= error_rate <= 1:
+            raise ServiceError(f"bad fault settings {self.faults}: latency and fail-first must be >= 0, "
+                               "the error rate between 0 and 1")
+        self.token, self.token_source = resolve_token(token)
+        self.store = SessionStore(bootstrap, topic)
+        self._host, self._port = host, default_port() if port is None else port
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._random = random.Random(self.faults.seed)
+        self._requests_per_id: dict[str, int] = {}
+        self.in_flight = self.max_in_flight = self.requests = self.connections = 0
+        self._server: _Server | None = None
+
+    @property
+    def port(self) -> int:
+        assert self._server, "service not started"
+        return self._server.server_address[1]
+
+    @property
+    def url(self) -> str:
+        host = HOST if self._host in ("0.0.0.0", "") else self._host
+        return f"http://{host}:{self.port}"
+
+    def start(self) -> "LookupService":
+        try:
+            self._server = _Server((self._host, self._port), self)
+        except OSError as exc:
+            raise ServiceError(f"cannot listen on {self._host}:{self._port} ({exc.strerror}): set LAB_LOOKUP_PORT "
+                               "or pass --port to use another port, or stop what listens there") from None
+        try:
+            _reachable(self.store.bootstrap)
+            self.store.start()
+        except Exception as exc:
+            self._server.server_close()
+            raise ServiceError(f"no Kafka broker answers at {self.store.bootstrap} ({exc}): start one with "
+                               "`make broker-start` (or `make up`), or pass --bootstrap HOST:PORT") from None
+        threading.Thread(target=self._server.serve_forever, args=(0.05,), name="lookup-http", daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        self._stopping.set()  # ends injected delays at once
+        if self._server:
+            self._server.shutdown()
+            self._server.server_close()
+        self.store.close()
+
+    def __enter__(self) -> "LookupService":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def reset_counters(self) -> None:
+        with self._lock:
+            self.max_in_flight = self.requests = self.connections = 0
+            self._requests_per_id.clear()
+
+    # --- used by the handler ----------------------------------------------------------------
+
+    def _authorized(self, header: str) -> bool:
+        scheme, _, given = header.partition(" ")
+        return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), self.token.encode())
+
+    def _delay(self) -> None:
+        if self.faults.latency_ms:
+            self._stopping.wait(self.faults.latency_ms / 1000)
+
+    def _inject_failure(self, session_id: str) -> bool:
+        with self._lock:
+            seen = self._requests_per_id.get(session_id, 0)
+            self._requests_per_id[session_id] = seen + 1
+            return seen < self.faults.fail_first or self._random.random() < self.faults.error_rate
+
+    @contextmanager
+    def _in_flight(self):
+        """Counts session requests being answered, so a test can see the client's concurrency."""
+        with self._lock:
+            self.requests += 1
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self.in_flight -= 1
+
+
+def _reachable(bootstrap: str, timeout_s: float = 3.0) -> None:
+    """Fail in seconds, not after the Kafka client's 30-s bootstrap timeout, when nothing listens."""
+    problems = []
+    for server in bootstrap.split(","):
+        host, _, port = server.strip().rpartition(":")
+        try:
+            socket.create_connection((host, int(port)), timeout_s).close()
+            return
+        except (OSError, ValueError) as exc:
+            problems.append(f"{server.strip()}: {exc}")
+    raise ConnectionError("; ".join(problems))
+
+
+def token_hint(service: LookupService) -> str:
+    """Where a client finds the token, for the start-up log line (never the token itself)."""
+    if service.token_source.startswith("$") or service.token_source.startswith("given"):
+        return f"token from {service.token_source}"
+    return f"token in {Path(service.token_source)} (clients read it there, or from ${TOKEN_ENV})"
