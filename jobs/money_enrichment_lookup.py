@@ -23,7 +23,8 @@ def needs_lookup(row: dict) -> bool:
 def fill(row: dict, session: dict | None, error: str | None) -> dict:
     """The row with its session's fields, or a dead letter saying why there are none."""
     if session is None:
-        return dict(row, kind=DEAD, entity=PASS, reason=error or "lookup failed", source_topic=TX)
+        return dict(row, kind=DEAD, entity=PASS, entity_key=row["tx_id"], reason=error or "lookup failed",
+                    source_topic=TX)
     from jobs.money_enrichment_rules import micros
     return dict(row, session_country=session["country"], session_device=session["device"],
                 session_start_us=micros(session["event_time"]))

@@ -138,7 +138,7 @@ class SessionJoin(_Timely):
     def handleInputRows(self, key, rows, timerValues) -> Iterator[Row]:
         watermark = timerValues.getCurrentWatermarkInMs()
         rows = list(rows)
-        self._session = self.session.get() if any(r.kind != USER_UPDATE for r in rows) else None  # read once
+        self._session = self._read_session() if any(r.kind != USER_UPDATE for r in rows) else None  # read once
         for row in rows:
             if row.kind == USER_UPDATE:
                 yield flow(USER_UPDATE, USER, str(row.user_id), watermark, user_id=row.user_id, t_us=row.t_us,
@@ -148,10 +148,14 @@ class SessionJoin(_Timely):
         for row in (r for r in rows if r.kind == TX):
             yield from self._transaction(key, _pick(row, TX_FIELDS), watermark)
 
+    def _read_session(self) -> tuple | None:
+        """The session, or None (asking first: a get() on an empty state logs a warning)."""
+        return tuple(self.session.get()) if self.session.exists() else None
+
     def _start(self, key, row, watermark: int) -> Iterator[Row]:
         session = (row.user_id, row.country, row.device, row.t_us)
         if self._session is not None:
-            if tuple(self._session) != session:
+            if self._session != session:
                 yield dead(_pick(row, ["session_id", "user_id", "country", "device", "t_us", "src_partition",
                                        "src_offset"]), SESSION_START,
                            "conflicting SessionStarted: the session_id was already started with other fields "
@@ -200,7 +204,7 @@ class SessionJoin(_Timely):
                     self.seen.removeKey((tx_id,))
         if not self.first_sweep(key, watermark):
             return
-        session = self.session.get()
+        session = self._read_session()
         if session is not None and timer_ms(session[3]) + self.config.session_duration_ms <= watermark:
             self.session.clear()
         for (tx_id,), values in list(self.waiting.iterator()):
@@ -213,9 +217,11 @@ class SessionJoin(_Timely):
 class UserEnrich(_Timely):
     """Stage 2, keyed by ("user", user_id); dead letters (entity "pass") go through unchanged."""
 
+    USER_SCHEMA = USER_SCHEMA  # a later release may add fields at the end (see SPARK_CONF in the job)
+
     def init(self, handle: StatefulProcessorHandle) -> None:
         super().init(handle)
-        self.users = handle.getMapState("users", "version bigint", USER_SCHEMA)
+        self.users = handle.getMapState("users", "version bigint", self.USER_SCHEMA)
         self.pending = handle.getMapState("pending", "tx_id string", DECIDED_SCHEMA)  # until the watermark passes
         self.decided = handle.getMapState("decided", "tx_id string", DECIDED_SCHEMA)  # for corrections (horizon)
         self.firsts = handle.getMapState("firsts", "type string", DECIDED_SCHEMA + ", tx_id string")
@@ -253,7 +259,7 @@ class UserEnrich(_Timely):
         if self._versions is None:
             self._versions = [(t, version, {"user_name": name, "user_country": country, "user_segment": segment,
                                             "user_version": version})
-                              for (version,), (t, name, country, segment) in self.users.iterator()]
+                              for (version,), (t, name, country, segment, *_) in self.users.iterator()]
         return user_as_of(self._versions, t_us) or dict.fromkeys(USER_FIELDS)
 
     def _first(self, kind: str) -> dict | None:

@@ -2,8 +2,8 @@
 
 A job module provides only its logic: INPUT_TOPICS, OUTPUT_TOPICS and
 `build(raw) -> DataFrame(topic, key, value)`; this module owns the I/O, checkpoint and trigger.
-A job that calls a service of its own (money enrichment's session lookup) also provides
-`services(bootstrap)`, a context manager that makes it reachable while the job runs.
+A job may also give `SPARK_CONF` (settings its queries start with) and `services(bootstrap)`, a
+context manager that makes a service it calls (money enrichment's session lookup) reachable.
 """
 from __future__ import annotations
 
@@ -26,7 +26,26 @@ def start(spark: SparkSession, job: ModuleType, bootstrap: str, checkpoint: str,
     if name:
         writer = writer.queryName(name)
     writer = writer.trigger(availableNow=True) if available_now else writer.trigger(processingTime=trigger_interval)
-    return writer.start()
+    with configured(spark, job):
+        return writer.start()
+
+
+@contextlib.contextmanager
+def configured(spark: SparkSession, job: ModuleType):
+    """The job's own Spark settings (`SPARK_CONF`, e.g. the state encoding) while a query of it
+    starts: Spark keeps them in the query's checkpoint, and the session is left as it was."""
+    conf = getattr(job, "SPARK_CONF", {})
+    saved = {key: spark.conf.get(key, None) for key in conf}
+    for key, value in conf.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
 
 
 def input_rows(query: StreamingQuery) -> int:

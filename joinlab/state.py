@@ -84,8 +84,8 @@ def describe(spark, checkpoint: str, limit: int = 10, only: list[str] | None = N
     for op, name, props, batch in zip(ops["operatorId"], ops["operatorName"], ops["operatorProperties"],
                                       ops["maxBatchId"]):
         for var in _declared(props):
-            if only and var["name"] not in only:
-                continue
+            if var["name"].startswith("$") or (only and var["name"] not in only):
+                continue  # $...: Spark's own (timers), not readable as state variables
             rows = read(spark, checkpoint, var["name"], int(op))
             lines.append(f"operator {op} ({name}), {var['name']} ({var['type']}): {len(rows)} rows "
                          f"as of batch {batch}")

@@ -23,6 +23,7 @@ from contextlib import ExitStack
 from generators.tweet_views import generate
 from joinlab.bench.clients import consume_confluent, consume_kafka_python, produce_events
 from joinlab.bench.latency import end_to_end_latency
+from joinlab.bench.lookup_rate import lookup_path
 from joinlab.bench.plain_python import plain_python_dict, plain_python_tws
 from joinlab.bench.spark_rates import (pattern_job, spark_source_batch, spark_source_stream, start_spark,
                                        tweet_views_job, warm_up)
@@ -59,6 +60,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=42, help="generator seed (default 42)")
     parser.add_argument("--pattern-events", type=int, default=20000,
                         help="events for each other pattern's job row (default 20000)")
+    parser.add_argument("--lookups", type=int, default=2000,
+                        help="session lookups for the money-enrichment lookup row (default 2000)")
     parser.add_argument("--latency-rate", type=float, default=200.0,
                         help="tweets per second during the latency run (default 200)")
     parser.add_argument("--latency-seconds", type=float, default=20.0,
@@ -112,6 +115,8 @@ def run(args: argparse.Namespace) -> tuple[list[Measurement], str]:
             log(f"step 3/{STEPS} {pattern} job (availableNow) on {args.pattern_events} of its own events")
             rows.append(pattern_job(spark, pattern, bootstrap, args.seed, args.pattern_events, work / pattern,
                                     _budget(args.pattern_events, 50, base_s=300), row=f"3{letter}"))
+        log(f"step 3/{STEPS} money-enrichment lookup path: {args.lookups} session lookups over HTTP")
+        rows.append(lookup_path(bootstrap, args.lookups, _budget(args.lookups, 50, base_s=30)))
 
         log(f"step 4/{STEPS} plain Python join: TwsTester, then dicts")
         rows.append(plain_python_tws(records, _budget(n, 200)))
@@ -133,6 +138,8 @@ FOOTNOTES = [
     "start() to termination (planning, offset lookups, checkpoint writes included).",
     "Rows 3b...: each other pattern's job on its own seeded events (default disorder-free), produced "
     "before its timer starts, on the same warm session; its input topics are separate from step 3's.",
+    "Row 3e: the money-enrichment job's lookup client against the lab's session service (both in this "
+    "process, real HTTP on 127.0.0.1), each session id once: what a live job's late transactions cost.",
     "Rows 4a/4b read the events from memory (no Kafka I/O): json.loads, the join, and a JSON "
     "encode of each view, in one Python process.",
     "Row 5: records = tweet events sent at the fixed rate, seconds = time spent sending them; latency = "

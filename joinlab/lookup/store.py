@@ -44,6 +44,11 @@ class SessionStore:
             session = self._sessions.get(session_id)
             return dict(session) if session else None
 
+    def ids(self) -> list[str]:
+        """The session ids loaded so far."""
+        with self._lock:
+            return list(self._sessions)
+
     @property
     def sessions(self) -> int:
         """How many sessions are loaded."""

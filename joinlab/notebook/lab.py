@@ -132,7 +132,8 @@ class Lab:
         def build(raw):
             out = job.build(raw)
             return out.observe(OBSERVED, *[F.count_if(F.col("topic") == t).alias(t) for t in job.OUTPUT_TOPICS])
-        return types.SimpleNamespace(INPUT_TOPICS=job.INPUT_TOPICS, OUTPUT_TOPICS=job.OUTPUT_TOPICS, build=build)
+        return types.SimpleNamespace(INPUT_TOPICS=job.INPUT_TOPICS, OUTPUT_TOPICS=job.OUTPUT_TOPICS, build=build,
+                                     SPARK_CONF=getattr(job, "SPARK_CONF", {}))
 
     def start_job(self, trigger: str = "2 seconds", max_offsets_per_trigger: int | None = None,
                   fresh: bool = True):
