@@ -88,7 +88,7 @@ def test_live_and_backfill_end_with_the_same_records_and_both_equal_the_referenc
     record of every tx_id is the same; only `enriched_by` differs, and only on transactions the
     live job saw late."""
     setup_topics(bootstrap)
-    records = generate(11, 3000, users=40, session_seconds=30, very_late=0.05, late_by_s=100, disorder=DISORDER)
+    records = generate(11, 2000, users=40, session_seconds=30, very_late=0.05, late_by_s=60, disorder=DISORDER)
     with LookupService(bootstrap, topic=money.SESSIONS_TOPIC, port=0, fail_first=1) as service:
         use_service(monkeypatch, service, MONEY_SESSION_DURATION="30 seconds")
         live = runner.start(spark, money, bootstrap, str(tmp_path / "live"), trigger_interval="500 milliseconds")
@@ -112,7 +112,7 @@ def test_live_and_backfill_end_with_the_same_records_and_both_equal_the_referenc
     want = reference.expected(inputs)
     assert live_batches >= 4, "the live job should have read the topics while they filled"
     assert reference.actual(live_out) == reference.actual(backfill_out) == want
-    assert len(want) > 1500 and sum(v["first_of_type"] for v in want.values()) > 100
+    assert len(want) > 900 and sum(v["first_of_type"] for v in want.values()) > 100
 
     live_by, backfill_by = enriched_by(live_out), enriched_by(backfill_out)
     lookups = {tx for tx, method in live_by.items() if method == "lookup"}
@@ -135,8 +135,8 @@ def test_after_a_sigkill_and_a_restart_every_tx_id_ends_as_the_reference_says(sp
     is the reference's and none is missing. The sink is at-least-once: a replayed batch writes its
     records again, identical, and the verifier counts them."""
     setup_topics(bootstrap)
-    records = generate(12, 3000, users=40, disorder=DISORDER)
-    first, second = records[:1500], records[1500:]
+    records = generate(12, 1600, users=30, disorder=DISORDER)
+    first, second = records[:800], records[800:]
     send(bootstrap, first, progress=False)
     checkpoint = tmp_path / "killed"
     with LookupService(bootstrap, topic=money.SESSIONS_TOPIC, port=0) as service:
@@ -312,7 +312,7 @@ def test_a_field_added_to_the_stored_user_is_read_as_null_from_the_old_checkpoin
     restart on the same checkpoint runs a user stage whose stored user has one more field. With
     the job's Avro state encoding (SPARK_CONF) old entries read the new field as NULL and the
     output still equals the reference. Spark's default encoding refuses the same restart."""
-    records = generate(14, 1600, users=20, very_late=0.0, disorder=Disorder(duplicates=0.05))
+    records = generate(14, 1200, users=20, very_late=0.0, disorder=Disorder(duplicates=0.05))
     half = records[:2 * -(-len(records) // 4)]  # two of the four micro-batches the whole list makes
     first = run_on_records(spark, half, 2, tmp_path / "cp")
     monkeypatch.setattr(money, "UserEnrich", UserEnrichWithTier)
