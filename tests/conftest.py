@@ -139,3 +139,32 @@ def records_in(bootstrap: str, topics: list[str]) -> int:
         return sum(end_offsets(consumer, partitions_of(consumer, topics)).values())
     finally:
         consumer.close()
+
+
+def sigkill_at_first_output(pattern: str, bootstrap: str, checkpoint, tmp_path, output_topics: list[str],
+                            env: dict | None = None) -> set[int]:
+    """Run `joinlab run PATTERN` in its own process, SIGKILL it as soon as its first record reaches
+    `output_topics` (mid-stream: its batch may be written in part), and return the batches it had
+    committed (at least one: otherwise there would be no state to resume)."""
+    log_path = Path(tmp_path) / f"{pattern}-killed.log"
+    with open(log_path, "wb") as log:
+        process = run_pattern_process(pattern, bootstrap, checkpoint, tmp_path, log, env)
+        try:
+            wait_for(lambda: records_in(bootstrap, output_topics) > 0 or process.poll() is not None, 240,
+                     f"the first records on {', '.join(output_topics)}", interval_s=0.05)
+        finally:
+            kill_group(process)
+    assert process.returncode == -signal.SIGKILL, log_path.read_text()[-3000:]
+    committed = committed_batches(checkpoint)
+    assert committed, "killed before the first batch committed: nothing in the state store yet"
+    return committed
+
+
+def random_batches(rows: list, rng, largest: int = 150) -> list[list]:
+    """`rows` cut into consecutive micro-batches of random sizes (1 to `largest`)."""
+    batches = []
+    while rows:
+        size = rng.randint(1, largest)
+        batches.append(rows[:size])
+        rows = rows[size:]
+    return batches

@@ -166,17 +166,22 @@ def test_disorder_rejects_nonsense():
         Disorder(duplicates=1.5)
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--duration", "10"], "--duration needs --rate"),
-    (["--duration", "10", "--rate", "5", "--count", "9"], "either --count or --duration"),
-    (["--delayed", "0.2"], "--max-delay"),
-    (["--duplicates", "2"], "between 0 and 1"),
-    (["--count", "0"], "must be > 0"),
-    (["--count", "10", "--users", "11"], "--users must be between"),
+@pytest.mark.parametrize("generator, argv, message", [
+    (tweet_views, ["--duration", "10"], "--duration needs --rate"),
+    (tweet_views, ["--duration", "10", "--rate", "5", "--count", "9"], "either --count or --duration"),
+    (tweet_views, ["--delayed", "0.2"], "--max-delay"),
+    (tweet_views, ["--duplicates", "2"], "between 0 and 1"),
+    (tweet_views, ["--count", "0"], "must be > 0"),
+    (tweet_views, ["--count", "10", "--users", "11"], "--users must be between"),
+    (money_enrichment, ["--before-session", "1.5"], "not between 0 and 1"),
+    (money_enrichment, ["--very-late", "x"], "not a number"),
+    (money_enrichment, ["--very-late", "-0.1"], "not between 0 and 1"),
+    (money_enrichment, ["--late-by", "0"], "must be > 0"),
+    (money_enrichment, ["--count", "20", "--users", "15"], "too small"),
 ])
-def test_cli_errors_say_what_to_do(argv, message, capsys):
+def test_cli_errors_say_what_to_do(generator, argv, message, capsys):
     with pytest.raises(SystemExit) as exit_info:
-        tweet_views.main(argv + ["--bootstrap", "127.0.0.1:1"])
+        generator.main(argv + ["--bootstrap", "127.0.0.1:1"])
     assert exit_info.value.code != 0
     assert message in capsys.readouterr().err
 
@@ -334,15 +339,3 @@ def test_money_summary_counts_every_kind():
     assert summary(records).startswith("event=1000 duplicate=50 ")
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--before-session", "1.5"], "not between 0 and 1"),
-    (["--very-late", "x"], "not a number"),
-    (["--very-late", "-0.1"], "not between 0 and 1"),
-    (["--late-by", "0"], "must be > 0"),
-    (["--count", "20", "--users", "15"], "too small"),
-])
-def test_money_cli_errors_say_what_to_do(argv, message, capsys):
-    with pytest.raises(SystemExit) as exit_info:
-        money_enrichment.main(argv + ["--bootstrap", "127.0.0.1:1"])
-    assert exit_info.value.code != 0
-    assert message in capsys.readouterr().err

@@ -4,7 +4,6 @@ Disorder stays within the watermark delay here (4 s + 1 s for a duplicate, again
 event is late and the outcomes are a function of the events alone; the late click is a crafted
 scenario, sent after the job has moved past it."""
 import json
-import signal
 
 import pytest
 
@@ -16,7 +15,7 @@ from joinlab.generate import Disorder, Record, send
 from joinlab.topics import create_topics, read_topics
 from joinlab.verify import verify
 from references import lottery as reference
-from tests.conftest import committed_batches, kill_group, records_in, run_job_to_end, run_pattern_process, wait_for
+from tests.conftest import committed_batches, run_job_to_end, sigkill_at_first_output, wait_for
 
 pytestmark = pytest.mark.spark
 
@@ -96,16 +95,7 @@ def test_winners_are_the_same_after_a_kill_and_restart_and_on_a_fresh_second_run
     first_half, second_half = in_chunks(generate(3, 800, lotteries=3, users=30, disorder=WITHIN_THE_DELAY), 2)
     send(bootstrap, first_half, progress=False)
     checkpoint = tmp_path / "killed"
-    with open(tmp_path / "live.log", "wb") as log:
-        live = run_pattern_process("lottery", bootstrap, checkpoint, tmp_path, log)
-        try:
-            wait_for(lambda: records_in(bootstrap, OUTCOME_TOPICS) > 0 or live.poll() is not None, 240,
-                     "the first winners or rejections on the output topics", interval_s=0.05)
-        finally:
-            kill_group(live)
-    assert live.returncode == -signal.SIGKILL, (tmp_path / "live.log").read_text()[-3000:]
-    committed = committed_batches(checkpoint)
-    assert committed, "killed before the first batch committed: nothing in the state store yet"
+    committed = sigkill_at_first_output("lottery", bootstrap, checkpoint, tmp_path, OUTCOME_TOPICS)
 
     send(bootstrap, second_half, progress=False)
     run_to_end(spark, bootstrap, checkpoint)  # the restart, in this process: what matters is the checkpoint

@@ -19,6 +19,7 @@ from joinlab.config import duration_ms
 from joinlab.events import validate
 from joinlab.generate import Disorder, Record, arrive_first
 from references import lottery as reference
+from tests.conftest import random_batches
 
 SEED, DELAY_MS = 7, 10_000
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -238,15 +239,6 @@ def as_views(rows) -> dict:
                 "lottery_id": r.lottery_id,
                 "user_id": r.user_id, "amount": r.amount, "rule": r.rule, "message": r.message}
     return views
-
-
-def random_batches(rows, rng, largest=150):
-    batches = []
-    while rows:
-        size = rng.randint(1, largest)
-        batches.append(rows[:size])
-        rows = rows[size:]
-    return batches
 
 
 @pytest.fixture

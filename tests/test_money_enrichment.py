@@ -1,7 +1,6 @@
 """Money enrichment end to end: generator -> Kafka -> Spark job, calling the lab's session lookup
 service over real HTTP -> Kafka -> verifier. Real parts only."""
 import json
-import signal
 from types import SimpleNamespace
 
 import pytest
@@ -17,8 +16,7 @@ from joinlab.spark_rows import read_records
 from joinlab.topics import create_topics, read_topics
 from joinlab.verify import verify
 from references import money_enrichment as reference
-from tests.conftest import (committed_batches, kill_group, records_in, run_job_to_end, run_pattern_process,
-                            wait_for)
+from tests.conftest import committed_batches, run_job_to_end, sigkill_at_first_output, wait_for
 
 pytestmark = pytest.mark.spark
 
@@ -141,16 +139,8 @@ def test_after_a_sigkill_and_a_restart_every_tx_id_ends_as_the_reference_says(sp
     checkpoint = tmp_path / "killed"
     with LookupService(bootstrap, topic=money.SESSIONS_TOPIC, port=0) as service:
         env = {"MONEY_LOOKUP_URL": service.url, "LAB_LOOKUP_TOKEN": service.token}
-        with open(tmp_path / "live.log", "wb") as log:
-            live = run_pattern_process("money-enrichment", bootstrap, checkpoint, tmp_path, log, env)
-            try:
-                wait_for(lambda: records_in(bootstrap, [money.ENRICHED_TOPIC]) > 0 or live.poll() is not None, 240,
-                         "the first enriched transactions on the output topic", interval_s=0.05)
-            finally:
-                kill_group(live)
-        assert live.returncode == -signal.SIGKILL, (tmp_path / "live.log").read_text()[-3000:]
-        committed = committed_batches(checkpoint)
-        assert committed, "killed before the first batch committed: nothing in the state store yet"
+        committed = sigkill_at_first_output("money-enrichment", bootstrap, checkpoint, tmp_path,
+                                            [money.ENRICHED_TOPIC], env)
 
         send(bootstrap, second, progress=False)
         use_service(monkeypatch, service)

@@ -20,6 +20,7 @@ from jobs.money_enrichment_stages import (DEAD, ENRICHED, EVENT_COLUMNS, SESSION
 from joinlab.events import validate
 from joinlab.generate import Disorder, Record, arrive_first, iso
 from references import money_enrichment as reference
+from tests.conftest import random_batches
 
 CONFIG = Settings(watermark_delay_ms=10_000, session_duration_ms=120_000, wait_limit_ms=30_000,
                   dedup_horizon_ms=600_000)
@@ -291,15 +292,6 @@ def as_views(out) -> dict:
 
 def sessions_in(records) -> dict:
     return {s["session_id"]: s for s in reference._first_read(records, SESSIONS_TOPIC, "session_id").values()}
-
-
-def random_batches(rows, rng, largest=150):
-    batches = []
-    while rows:
-        size = rng.randint(1, largest)
-        batches.append(rows[:size])
-        rows = rows[size:]
-    return batches
 
 
 @pytest.fixture
