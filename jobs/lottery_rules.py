@@ -49,11 +49,6 @@ def window_start(t_us: int) -> int:
     return t_us - t_us % WINDOW_US
 
 
-def timer_ms(t_us: int) -> int:
-    """The first watermark (ms) at or past an event time (us): when the event can be decided."""
-    return -(-t_us // 1000)
-
-
 def draw(seed: int, lottery_id: int, window_start_us: int,
          entrants: list[tuple[int, str, int]]) -> tuple[int, str, int]:
     """The winner among (t_us, event_id, user_id) entrants: sha256 of (seed, lottery, window)

@@ -23,7 +23,8 @@ from pyspark.sql import Row
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
 from jobs.lottery_rules import (ALREADY_STARTED, BOUGHT, INACTIVE, LATE, NO_COUPON, NON_POSITIVE, STARTED,
-                                WINDOW_US, draw, message, order_key, timer_ms, window_start)
+                                WINDOW_US, draw, message, order_key, window_start)
+from joinlab.events import timer_ms
 
 EVENT, ENTRY, REJECTION, WINNER = "event", "entry", "rejection", "winner"
 LOTTERY, USER, PASS = "lottery", "user", "pass"

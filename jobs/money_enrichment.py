@@ -13,10 +13,10 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from jobs.money_enrichment_lookup import lookup_step
-from jobs.money_enrichment_rules import TYPES, Settings, micros, settings
+from jobs.money_enrichment_rules import TYPES, Settings, settings
 from jobs.money_enrichment_stages import (DEAD, ENRICHED, EVENT_COLUMNS, FLOW, SESSION, SESSION_START, TX, USER,
                                           USER_UPDATE, SessionJoin, UserEnrich)
-from joinlab.events import Check, EventSchema, parse_events, validate
+from joinlab.events import Check, EventSchema, micros, parse_events, validate
 
 if TYPE_CHECKING:
     from joinlab.lookup import LookupSettings

@@ -14,6 +14,7 @@ from typing import Callable, Iterator
 
 from jobs.money_enrichment_rules import LOOKUP
 from jobs.money_enrichment_stages import DEAD, ENRICHED, PASS, TX
+from joinlab.events import micros
 
 
 def needs_lookup(row: dict) -> bool:
@@ -25,7 +26,6 @@ def fill(row: dict, session: dict | None, error: str | None) -> dict:
     if session is None:
         return dict(row, kind=DEAD, entity=PASS, entity_key=row["tx_id"], reason=error or "lookup failed",
                     source_topic=TX)
-    from jobs.money_enrichment_rules import micros
     return dict(row, session_country=session["country"], session_device=session["device"],
                 session_start_us=micros(session["event_time"]))
 

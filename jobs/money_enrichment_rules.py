@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
 
 from joinlab.config import duration_ms
-from joinlab.events import parse_time
 
 TYPES = ("deposit", "withdrawal", "payment", "transfer")
 STREAM, LOOKUP = "stream", "lookup"  # how a transaction got its session: from state, or from the service
@@ -33,24 +31,6 @@ def user_as_of(versions: list[tuple[int, int, dict]], t_us: int) -> dict | None:
 def tx_order(t_us: int, tx_id: str) -> tuple[int, str]:
     """Which of a user's transactions of one type came first: event time, ties broken by tx_id."""
     return t_us, tx_id
-
-
-EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-
-
-def micros(value: str | datetime) -> int:
-    """Microseconds since the epoch of an ISO time (as events carry it) or a datetime."""
-    moment = parse_time(value) if isinstance(value, str) else value
-    return (moment - EPOCH) // timedelta(microseconds=1)
-
-
-def moment(t_us: int) -> datetime:
-    return EPOCH + timedelta(microseconds=t_us)
-
-
-def timer_ms(t_us: int) -> int:
-    """The first watermark (ms) at or past an event time (us)."""
-    return -(-t_us // 1000)
 
 
 # --- Settings --------------------------------------------------------------------------------

@@ -25,7 +25,8 @@ from typing import Iterator
 from pyspark.sql import Row
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
-from jobs.money_enrichment_rules import LOOKUP, STREAM, Settings, timer_ms, tx_order, user_as_of
+from jobs.money_enrichment_rules import LOOKUP, STREAM, Settings, tx_order, user_as_of
+from joinlab.events import timer_ms
 
 SESSION, USER, PASS = "session", "user", "pass"        # entities: what a row is keyed by
 TX, USER_UPDATE, SESSION_START = "tx", "user", "session"  # input kinds

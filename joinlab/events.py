@@ -9,7 +9,7 @@ from __future__ import annotations
 import base64
 import json
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Callable
 
 from pyspark.sql import Column, DataFrame
@@ -148,6 +148,24 @@ def parse_time(text: str) -> datetime | None:
     except ValueError:
         return None
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+
+
+EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def micros(value: str | datetime) -> int:
+    """Microseconds since the epoch of an ISO time (as events carry it) or a datetime."""
+    moment_ = parse_time(value) if isinstance(value, str) else value
+    return (moment_ - EPOCH) // timedelta(microseconds=1)
+
+
+def moment(t_us: int) -> datetime:
+    return EPOCH + timedelta(microseconds=t_us)
+
+
+def timer_ms(t_us: int) -> int:
+    """The first watermark (ms) at or past an event time (us): when an event can be decided."""
+    return -(-t_us // 1000)
 
 
 def validate(schema: EventSchema, value: bytes | None) -> tuple[dict | None, str | None]:

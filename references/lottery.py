@@ -17,26 +17,14 @@ are a mismatch.
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import datetime
 
-from joinlab.events import parse_time, validate
+from joinlab.events import micros, moment, parse_time, validate
 from jobs.lottery import LOTTERY_EVENTS, REJECTIONS_TOPIC, USER_EVENTS, WINNERS_TOPIC
 from jobs.lottery_rules import (ALREADY_STARTED, BOUGHT, INACTIVE, LATE, NO_COUPON, NON_POSITIVE, STARTED, WINDOW_US,
                                 Settings, draw, message, order_key, settings, window_start)
 
 SCHEMAS = {LOTTERY_EVENTS.topic: LOTTERY_EVENTS, USER_EVENTS.topic: USER_EVENTS}
-EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-
-
-def micros(value) -> int:
-    moment = parse_time(value) if isinstance(value, str) else value
-    return (moment - EPOCH) // timedelta(microseconds=1)
-
-
-def moment(t_us: int) -> datetime:
-    return EPOCH + timedelta(microseconds=t_us)
-
-
 def arrivals(records: list) -> list[tuple[int, dict]]:
     """(arrival, valid event) in arrival order; arrival is the Kafka timestamp when the record has
     one (records read back from topics), else its position (records from a generator)."""

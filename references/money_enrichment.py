@@ -14,8 +14,8 @@ from __future__ import annotations
 import json
 
 from jobs.money_enrichment import ENRICHED_TOPIC, SCHEMAS, SESSIONS_TOPIC, TRANSACTIONS_TOPIC, USERS_TOPIC
-from jobs.money_enrichment_rules import LOOKUP, Settings, micros, moment, settings, timer_ms, tx_order, user_as_of
-from joinlab.events import parse_time, valid_events
+from jobs.money_enrichment_rules import LOOKUP, Settings, settings, tx_order, user_as_of
+from joinlab.events import micros, moment, parse_time, timer_ms, valid_events
 
 
 def _first_read(records, topic: str, key: str) -> dict:

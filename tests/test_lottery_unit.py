@@ -4,7 +4,7 @@ stage 1's watermark is the batch's, stage 2 and 3 take their input first and the
 timers (Spark handles a batch's input before its timers)."""
 import json
 import random
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 
 import pytest
 from pyspark.sql import Row
@@ -16,14 +16,14 @@ from jobs.lottery_rules import (ALREADY_STARTED, BOUGHT, CLICKED, INACTIVE, LATE
                                 WINDOW_US, Settings, draw, settings)
 from jobs.lottery_stages import LOTTERY, REJECTION, USER, WINNER, Coupons, Draw, LotteryGate
 from joinlab.config import duration_ms
-from joinlab.events import validate
+from joinlab.events import micros, moment, validate
 from joinlab.generate import Disorder, Record, arrive_first
 from references import lottery as reference
 from tests.conftest import random_batches
 
 SEED, DELAY_MS = 7, 10_000
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
-T0_US = (T0 - reference.EPOCH) // timedelta(microseconds=1)
+T0_US = micros(T0)
 NEVER_LATE = 2 ** 62  # stage 1's input has no watermark column, so Spark filters nothing there
 
 
@@ -217,7 +217,7 @@ def stage_rows(records) -> list[Row]:
     for record in records:
         event = validate(SCHEMAS[record.topic], record.value)[0]
         if event is not None:
-            rows.append(event_row(event["event_id"], event["type"], reference.micros(event["event_time"]),
+            rows.append(event_row(event["event_id"], event["type"], micros(event["event_time"]),
                                   event.get("lottery_id"), event.get("user_id"), event.get("amount")))
     return rows
 
@@ -227,15 +227,15 @@ def as_views(rows) -> dict:
     views = {}
     for r in rows:
         if r.kind == WINNER:
-            start = reference.moment(r.window_start_us)
+            start = moment(r.window_start_us)
             views[f"winner {r.lottery_id} {start.isoformat()}"] = {
                 "lottery_id": r.lottery_id, "window_start": start,
-                "window_end": reference.moment(r.window_start_us + WINDOW_US),
+                "window_end": moment(r.window_start_us + WINDOW_US),
                 "winner_user_id": r.winner_user_id, "winning_event_id": r.winning_event_id, "entrants": r.entrants,
                 "seed": r.seed}
         else:
             views[f"rejection {r.event_id}"] = {
-                "event_id": r.event_id, "type": r.type, "event_time": reference.moment(r.t_us),
+                "event_id": r.event_id, "type": r.type, "event_time": moment(r.t_us),
                 "lottery_id": r.lottery_id,
                 "user_id": r.user_id, "amount": r.amount, "rule": r.rule, "message": r.message}
     return views

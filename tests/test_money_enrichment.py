@@ -10,6 +10,7 @@ from generators.money_enrichment import generate
 from jobs.money_enrichment_stages import USER_SCHEMA, UserEnrich
 from joinlab import cli, state
 from joinlab import job as runner
+from joinlab.events import micros
 from joinlab.generate import Disorder, Record, send
 from joinlab.lookup import LookupService
 from joinlab.spark_rows import read_records
@@ -62,7 +63,6 @@ def session_gone_on_arrival(records, session_s: int) -> set[str]:
     """The transactions that arrived after events 10 s (the watermark delay) past their session's
     end: by then the session could have left the job's state (it has, if a micro-batch ended
     between them)."""
-    from jobs.money_enrichment_rules import micros
     starts, newest, gone = {}, None, set()
     for r in records:
         if r.kind not in ("event", "duplicate"):
@@ -82,9 +82,9 @@ def test_live_and_backfill_end_with_the_same_records_and_both_equal_the_referenc
                                                                                     monkeypatch):
     """Live: the job runs while the topics fill (four chunks, each sent once the job has read the
     last), so very late transactions find their session gone and are looked up (every lookup needs
-    a retry here: the service fails each session's first request). Backfill: a fresh checkpoint reads everything at once. The final
-    record of every tx_id is the same; only `enriched_by` differs, and only on transactions the
-    live job saw late."""
+    a retry here: the service fails each session's first request). Backfill: a fresh checkpoint
+    reads everything at once. The final record of every tx_id is the same; only `enriched_by`
+    differs, and only on transactions the live job saw late."""
     setup_topics(bootstrap)
     records = generate(11, 2000, users=40, session_seconds=30, very_late=0.05, late_by_s=60, disorder=DISORDER)
     with LookupService(bootstrap, topic=money.SESSIONS_TOPIC, port=0, fail_first=1) as service:
@@ -116,7 +116,7 @@ def test_live_and_backfill_end_with_the_same_records_and_both_equal_the_referenc
     lookups = {tx for tx, method in live_by.items() if method == "lookup"}
     assert lookups, "very late transactions should have been looked up"
     assert {tx for tx, method in backfill_by.items() if method == "lookup"} == set()  # one batch: nothing late
-    assert lookups <= session_gone_on_arrival(records, 30), "only a transaction whose session had expired is looked up"
+    assert lookups <= session_gone_on_arrival(records, 30), "only transactions whose session had expired"
     assert requests >= 2 * len(looked_up), "each session's first request failed, so each needed a retry"
 
     letters = read_topics(bootstrap, [money.DEAD_LETTERS_TOPIC])
