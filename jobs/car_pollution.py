@@ -1,28 +1,26 @@
 """Car pollution: a one-to-many join (many cars in one zone) that stays right while cars move.
 
-Two chained transformWithState stages in one query:
-  1. keyed by car: the car's latest arrival; a move becomes DEL(old zone) + ADD(new zone);
-  2. keyed by zone: the zone's latest reading and its cars (tall: one MapState entry per car,
-     keyed by the native car id); emits a car on ADD, every car of the zone on a new reading,
-     and a DEL (a retraction) when a car leaves.
-Stale events (a lower per-entity `seq` than the stored one) are ignored, so the last record per
-car never depends on arrival order. Readings pass through stage 1 untouched: one frame of all
-events means the Kafka source is scanned once for events (see joinlab.events.parse_events).
+This module is the wiring: two chained transformWithState stages in one query, stage 1 keyed by
+car (entity "car") or zone (readings pass through it untouched: one frame of all events means the
+Kafka source is scanned once, see joinlab.events.parse_events), stage 2 keyed by zone, and the
+sink. The processors come from a solution module (joinlab.solutions): by default
+jobs/car_pollution_solution.py, or a candidate's exercises/car_pollution.py.
 """
 from __future__ import annotations
 
-from typing import Iterator
+from types import ModuleType
 
 from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
-from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
+from joinlab import solutions
 from joinlab.events import Check, EventSchema, parse_events
 
 ARRIVALS_TOPIC, READINGS_TOPIC = "car-arrivals", "zone-readings"
 OUTPUT_TOPIC, DEAD_LETTERS_TOPIC = "car-pollution", "car-pollution-dlq"
 INPUT_TOPICS = [ARRIVALS_TOPIC, READINGS_TOPIC]
 OUTPUT_TOPICS = [OUTPUT_TOPIC, DEAD_LETTERS_TOPIC]
+SOLUTION, PROCESSORS = "jobs.car_pollution_solution", ("CarMovesProcessor", "ZoneCarsProcessor")
 
 _SEQ = Check("seq >= 1", lambda e: e["seq"] >= 1, "invalid field: seq (must be >= 1)")
 ARRIVALS = EventSchema(ARRIVALS_TOPIC, {"car_id": "bigint", "plate": "string", "to_zone_id": "bigint",
@@ -36,15 +34,13 @@ ADD, DEL, READING = "ADD", "DEL", "READING"
 # Stage 1 -> stage 2: one row shape for a car's ADD/DEL and a zone's reading, keyed by zone.
 OP = ("zone_id bigint, op string, car_id bigint, car_seq bigint, plate string, fuel_level double, "
       "car_time timestamp, reading_seq bigint, pollution_level double, reading_time timestamp")
-CAR_STATE = "seq bigint, zone_id bigint"
-ZONE_STATE = "seq bigint, pollution_level double, event_time timestamp"
-CAR_IN_ZONE = "seq bigint, plate string, fuel_level double, event_time timestamp"
 # Stage 2 -> output: a car's view (op ADD) or its retraction from a zone it left (op DEL).
 VIEW = ("op string, car_id bigint, car_seq bigint, plate string, zone_id bigint, fuel_level double, "
         "car_time timestamp, reading_seq bigint, pollution_level double, reading_time timestamp")
 
 
-def _op(op: str, zone_id: int, row=None, **fields) -> Row:
+def op_row(op: str, zone_id: int, row=None, **fields) -> Row:
+    """Stage 1's output row: an ADD/DEL of a car (its fields from an arrival `row`) or a READING."""
     values = dict.fromkeys(("car_id", "car_seq", "plate", "fuel_level", "car_time", "reading_seq",
                             "pollution_level", "reading_time"))
     if row is not None:
@@ -54,94 +50,23 @@ def _op(op: str, zone_id: int, row=None, **fields) -> Row:
     return Row(zone_id=zone_id, op=op, **values)
 
 
-class CarMovesProcessor(StatefulProcessor):
-    """Stage 1, keyed by (entity, id). For a car: its latest arrival wins; a move to another zone
-    emits DEL(old zone) then ADD(new zone), a move within the same zone only ADD (so the car is
-    never deleted from the zone it is in). Readings are forwarded unchanged."""
-
-    def init(self, handle: StatefulProcessorHandle) -> None:
-        self.car = handle.getValueState("car", CAR_STATE)
-
-    def handleInputRows(self, key, rows, timerValues) -> Iterator[Row]:
-        rows = list(rows)  # the rows of one car, or of one zone: its readings pass through
-        if rows[0].entity == "zone":
-            for r in rows:
-                yield _op(READING, r.zone_id, reading_seq=r.seq, pollution_level=r.pollution_level,
-                          reading_time=r.event_time)
-            return
-        stored = self.car.get() if self.car.exists() else None
-        latest = max(rows, key=lambda r: r.seq)
-        if stored is not None and latest.seq <= stored[0]:
-            return  # stale or duplicate
-        if stored is not None and stored[1] != latest.to_zone_id:
-            yield _op(DEL, stored[1], car_id=latest.car_id, car_seq=stored[0])
-        self.car.update((latest.seq, latest.to_zone_id))
-        yield _op(ADD, latest.to_zone_id, latest)
-
-    def close(self) -> None:
-        pass
-
-
-class ZoneCarsProcessor(StatefulProcessor):
-    """Stage 2, keyed by zone: the latest reading and the cars in the zone (one entry per car).
-    Emits a car's view on ADD (pollution NULL while the zone has no reading: a left join), every
-    car of the zone on a newer reading, and a DEL record when a car leaves."""
-
-    def init(self, handle: StatefulProcessorHandle) -> None:
-        self.reading = handle.getValueState("reading", ZONE_STATE)
-        self.cars = handle.getMapState("cars", "car_id bigint", CAR_IN_ZONE)
-
-    def handleInputRows(self, key, rows, timerValues) -> Iterator[Row]:
-        zone_id = key[0]
-        reading = self.reading.get() if self.reading.exists() else None
-        reading_changed, added, removed = False, {}, []
-        for r in rows:
-            if r.op == READING:
-                if reading is None or r.reading_seq > reading[0]:
-                    reading, reading_changed = (r.reading_seq, r.pollution_level, r.reading_time), True
-            elif r.op == ADD:
-                added[r.car_id] = (r.car_seq, r.plate, r.fuel_level, r.car_time)
-            else:
-                removed.append(r)
-        if reading_changed:
-            self.reading.update(reading)
-        for r in removed:  # a DEL retracts the entry stage 1 put here; a newer entry is kept
-            if r.car_id not in added and self.cars.containsKey((r.car_id,)):
-                car = self.cars.getValue((r.car_id,))
-                if car[0] <= r.car_seq:
-                    self.cars.removeKey((r.car_id,))
-                    yield self._view(DEL, zone_id, r.car_id, car, reading)
-        for car_id, car in added.items():
-            self.cars.updateValue((car_id,), car)
-        emit = self.cars.iterator() if reading_changed else (((c,), v) for c, v in added.items())
-        for (car_id,), car in emit:
-            yield self._view(ADD, zone_id, car_id, car, reading)
-
-    @staticmethod
-    def _view(op: str, zone_id: int, car_id: int, car: tuple, reading: tuple | None) -> Row:
-        seq, level, at = reading if reading is not None else (None, None, None)
-        return Row(op=op, car_id=car_id, car_seq=car[0], plate=car[1], zone_id=zone_id, fuel_level=car[2],
-                   car_time=car[3], reading_seq=seq, pollution_level=level, reading_time=at)
-
-    def close(self) -> None:
-        pass
-
-
-def join_cars_to_zones(events: DataFrame) -> DataFrame:
-    """The core of the pattern: car moves keyed by car, then cars and readings keyed by zone."""
+def join_cars_to_zones(events: DataFrame, solution: ModuleType | None = None) -> DataFrame:
+    """The core of the pattern: car moves keyed by car, then cars and readings keyed by zone,
+    through the solution's two processors."""
+    stages = solutions.of(SOLUTION, PROCESSORS, solution)
     is_car = F.col("topic") == ARRIVALS_TOPIC
     keyed = events.select(F.when(is_car, "car").otherwise("zone").alias("entity"),
                           F.when(is_car, F.col("car_id")).otherwise(F.col("zone_id")).alias("entity_id"),
                           "car_id", "plate", "to_zone_id", "fuel_level", "zone_id", "pollution_level",
                           "seq", "event_time")
-    ops = keyed.groupBy("entity", "entity_id").transformWithState(CarMovesProcessor(), OP, "Append", "None")
-    return ops.groupBy("zone_id").transformWithState(ZoneCarsProcessor(), VIEW, "Append", "None")
+    ops = keyed.groupBy("entity", "entity_id").transformWithState(stages.CarMovesProcessor(), OP, "Append", "None")
+    return ops.groupBy("zone_id").transformWithState(stages.ZoneCarsProcessor(), VIEW, "Append", "None")
 
 
-def build(raw: DataFrame) -> DataFrame:
+def build(raw: DataFrame, solution: ModuleType | None = None) -> DataFrame:
     """Raw Kafka rows in, Kafka sink rows (topic, key, value) out: car views and dead letters."""
     parsed = parse_events(raw, [ARRIVALS, READINGS], DEAD_LETTERS_TOPIC, job="car-pollution")
-    views = join_cars_to_zones(parsed.events)
+    views = join_cars_to_zones(parsed.events, solution)
     value = F.to_json(F.struct("op", "car_id", "car_seq", "plate", "zone_id", "fuel_level",
                                "car_time", "reading_seq", "pollution_level", "reading_time"),
                       {"ignoreNullFields": "false"})

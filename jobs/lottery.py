@@ -6,21 +6,26 @@ keyed by different ids. So no single key can hold both: stage 1 keyed by lottery
 user, stage 3 by lottery again, chained in one query. Each stage applies its rules in event-time
 order once the watermark has passed an event, so the result does not depend on which topic was
 read first, nor on partitions, tasks or micro-batches. `decide` is the whole pattern as a
-function of DataFrames; `build` only wires it to Kafka rows.
+function of DataFrames; `build` only wires it to Kafka rows. The first two stages come from a
+solution module (joinlab.solutions): jobs/lottery_solution.py, or a candidate's exercises/lottery.py.
 """
 from __future__ import annotations
+
+from types import ModuleType
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from jobs.lottery_rules import BOUGHT, CLICKED, STARTED, WINDOW_US, settings
-from jobs.lottery_stages import EVENT_COLUMNS, FLOW, LOTTERY, REJECTION, USER, WINNER, Coupons, Draw, LotteryGate
+from jobs.lottery_stages import EVENT_COLUMNS, FLOW, LOTTERY, REJECTION, USER, WINNER, Draw
+from joinlab import solutions
 from joinlab.events import Check, EventSchema, parse_events
 
 LOTTERY_TOPIC, USER_TOPIC = "lottery-events", "user-events"
 WINNERS_TOPIC, REJECTIONS_TOPIC, DEAD_LETTERS_TOPIC = "lottery-winners", "lottery-rejections", "lottery-dlq"
 INPUT_TOPICS = [LOTTERY_TOPIC, USER_TOPIC]
 OUTPUT_TOPICS = [WINNERS_TOPIC, REJECTIONS_TOPIC, DEAD_LETTERS_TOPIC]
+SOLUTION, PROCESSORS = "jobs.lottery_solution", ("LotteryGate", "Coupons")
 
 _ID = Check("length(event_id) > 0", lambda e: len(e["event_id"]) > 0, "invalid field: event_id (must not be empty)")
 LOTTERY_EVENTS = EventSchema(
@@ -42,13 +47,14 @@ USER_EVENTS = EventSchema(
                   f"missing field: lottery_id ({CLICKED} needs it)")))
 
 
-def decide(events: DataFrame, seed: int, watermark_delay_ms: int) -> DataFrame:
+def decide(events: DataFrame, seed: int, watermark_delay_ms: int, solution: ModuleType | None = None) -> DataFrame:
     """The core of the pattern: valid events (parse_events' frame) in, outcomes out (FLOW rows of
     kind "winner" or "rejection"). One frame out, not two: two branches would plan the stages twice.
 
     Spark drops input rows behind the watermark before a transformWithState sees them, without a
     word. Stage 1 gets the event time as plain microseconds instead (t_us carries no watermark
     metadata), so it sees a late event and rejects it with a reason; the watermark still advances."""
+    stages = solutions.of(SOLUTION, PROCESSORS, solution)
     timed = events.withWatermark("event_time", f"{watermark_delay_ms} milliseconds")
     by_lottery = (F.col("topic") == LOTTERY_TOPIC) | (F.col("type") == CLICKED)
     keyed = timed.select(F.when(by_lottery, LOTTERY).otherwise(USER).alias("entity"),
@@ -56,9 +62,9 @@ def decide(events: DataFrame, seed: int, watermark_delay_ms: int) -> DataFrame:
                          "event_id", "type", F.unix_micros("event_time").alias("t_us"),
                          "lottery_id", "user_id", "amount")
     gated = keyed.select(*EVENT_COLUMNS).groupBy("entity", "entity_id").transformWithState(
-        LotteryGate(), FLOW, "Append", "EventTime", eventTimeColumnName="out_time")
+        stages.LotteryGate(), FLOW, "Append", "EventTime", eventTimeColumnName="out_time")
     spent = gated.groupBy("entity", "entity_id").transformWithState(
-        Coupons(), FLOW, "Append", "EventTime", eventTimeColumnName="out_time")
+        stages.Coupons(), FLOW, "Append", "EventTime", eventTimeColumnName="out_time")
     return spent.groupBy("entity", "entity_id").transformWithState(Draw(seed), FLOW, "Append", "EventTime")
 
 
@@ -80,10 +86,11 @@ def to_kafka_rows(outcomes: DataFrame) -> DataFrame:
         F.when(is_winner, winner).otherwise(rejection).alias("value"))
 
 
-def build(raw: DataFrame) -> DataFrame:
+def build(raw: DataFrame, solution: ModuleType | None = None) -> DataFrame:
     """Raw Kafka rows in, Kafka sink rows (topic, key, value) out: winners, rejections, dead letters.
     The seed and the watermark delay are read from the environment here ($LOTTERY_SEED,
     $LOTTERY_WATERMARK_DELAY; see jobs/lottery_rules.py)."""
     parsed = parse_events(raw, [LOTTERY_EVENTS, USER_EVENTS], DEAD_LETTERS_TOPIC, job="lottery")
     config = settings()
-    return to_kafka_rows(decide(parsed.events, config.seed, config.watermark_delay_ms)).unionByName(parsed.dead_letters)
+    outcomes = decide(parsed.events, config.seed, config.watermark_delay_ms, solution)
+    return to_kafka_rows(outcomes).unionByName(parsed.dead_letters)

@@ -1,12 +1,15 @@
 """Money enrichment: transactions joined to their session and to their user as of the
 transaction's time, deduplicated, first-of-type flagged; late ones enriched by a lookup service.
 
-(build: below; stages: jobs/money_enrichment_stages.py; rules: money_enrichment_rules.py)
+(build: below; stages: jobs/money_enrichment_stages.py; rules: money_enrichment_rules.py.)
+Stage 1 comes from a solution module (joinlab.solutions): jobs/money_enrichment_solution.py, or a
+candidate's exercises/money_enrichment.py.
 """
 from __future__ import annotations
 
 import contextlib
 import os
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame
@@ -15,7 +18,8 @@ from pyspark.sql import functions as F
 from jobs.money_enrichment_lookup import lookup_step
 from jobs.money_enrichment_rules import TYPES, Settings, settings
 from jobs.money_enrichment_stages import (DEAD, ENRICHED, EVENT_COLUMNS, FLOW, SESSION, SESSION_START, TX, USER,
-                                          USER_UPDATE, SessionJoin, UserEnrich)
+                                          USER_UPDATE, UserEnrich)
+from joinlab import solutions
 from joinlab.events import Check, EventSchema, micros, parse_events, validate
 
 if TYPE_CHECKING:
@@ -25,6 +29,7 @@ TRANSACTIONS_TOPIC, SESSIONS_TOPIC, USERS_TOPIC = "money-transactions", "money-s
 ENRICHED_TOPIC, DEAD_LETTERS_TOPIC = "money-enriched", "money-dlq"
 INPUT_TOPICS = [TRANSACTIONS_TOPIC, SESSIONS_TOPIC, USERS_TOPIC]
 OUTPUT_TOPICS = [ENRICHED_TOPIC, DEAD_LETTERS_TOPIC]
+SOLUTION, PROCESSORS = "jobs.money_enrichment_solution", ("SessionJoin",)
 # Avro-encoded state: a field added to a stored value (the user) is read as NULL from old entries
 # on restart; Spark's default encoding refuses the changed schema (docs/money_enrichment.md).
 # Fixed when a checkpoint is created; joinlab.job.start applies it.
@@ -71,11 +76,13 @@ def keyed(events: DataFrame, config: Settings) -> DataFrame:
                         "country", "device", "name", "segment", "version").select(*EVENT_COLUMNS)
 
 
-def enrich(events: DataFrame, config: Settings, lookup: LookupSettings, users: DataFrame | None = None) -> DataFrame:
+def enrich(events: DataFrame, config: Settings, lookup: LookupSettings, users: DataFrame | None = None,
+           solution: ModuleType | None = None) -> DataFrame:
     """The core of the pattern: valid events in, FLOW rows of kind "enriched" or "dead" out.
     `users`: initial state for stage 2 (rows of `users_snapshot`), or None."""
+    stages = solutions.of(SOLUTION, PROCESSORS, solution)
     joined = keyed(events, config).groupBy("entity", "entity_key").transformWithState(
-        SessionJoin(config), FLOW, "Append", "EventTime", eventTimeColumnName="out_time")
+        stages.SessionJoin(config), FLOW, "Append", "EventTime", eventTimeColumnName="out_time")
     initial = users.groupBy("entity", "entity_key") if users is not None else None
     enriched = joined.groupBy("entity", "entity_key").transformWithState(
         UserEnrich(config), FLOW, "Append", "EventTime", initialState=initial)
@@ -120,7 +127,7 @@ def to_kafka_rows(flows: DataFrame) -> DataFrame:
         F.when(is_enriched, enriched).otherwise(letter).alias("value"))
 
 
-def build(raw: DataFrame) -> DataFrame:
+def build(raw: DataFrame, solution: ModuleType | None = None) -> DataFrame:
     """Raw Kafka rows in, Kafka sink rows (topic, key, value) out: enriched transactions and dead
     letters. Settings come from the environment here (jobs/money_enrichment_rules.py, and the
     lookup client's MONEY_LOOKUP_*), read once on the driver."""
@@ -128,7 +135,7 @@ def build(raw: DataFrame) -> DataFrame:
     parsed = parse_events(raw, SCHEMAS, DEAD_LETTERS_TOPIC, job="money-enrichment")
     config = settings()
     users = users_snapshot(raw.sparkSession, config.users_snapshot) if config.users_snapshot else None
-    flows = enrich(parsed.events, config, LookupSettings.from_env(), users)
+    flows = enrich(parsed.events, config, LookupSettings.from_env(), users, solution)
     return to_kafka_rows(flows).unionByName(parsed.dead_letters)
 
 

@@ -1,17 +1,15 @@
-"""Money enrichment's two transformWithState stages, each keyed by the id its join needs.
+"""Money enrichment's stages' contract, and the given second stage.
 
-  1. SessionJoin, keyed by ("session", session_id): drops duplicate tx_ids (remembered for the
-     dedup horizon of event time), joins a transaction to its session - at once when the session
-     is there, else the transaction waits in state until the session comes or the watermark
-     passes its time + the wait limit, and then goes to the lookup service. A session leaves
-     state when the watermark passes its start + the session duration.
-  2. UserEnrich, keyed by ("user", user_id): keeps every version of the user (keyed by version,
-     never by timestamp), holds each transaction until the watermark passes its time, then in
-     (event time, tx_id) order adds the user as of that time and flags the first transaction of
-     each money type. What arrives later than that is corrected, not lost: a late transaction
-     is decided at once and, if it is the user's new first of its type, the old first is
-     re-emitted unflagged; a late user update re-emits the already decided transactions it
-     changes (those still remembered: the dedup horizon).
+Two transformWithState stages, each keyed by the id its join needs:
+  1. SessionJoin, keyed by ("session", session_id): dedup, waiting for the session, expiry (the
+     solution module: jobs/money_enrichment_solution.py, or a candidate's exercise file);
+  2. UserEnrich (here: given, in the exercise too), keyed by ("user", user_id): keeps every
+     version of the user (keyed by version, never by timestamp), holds each transaction until
+     the watermark passes its time, then in (event time, tx_id) order adds the user as of that
+     time and flags the first transaction of each money type. What arrives later than that is
+     corrected, not lost: a late transaction is decided at once and, if it is the user's new
+     first of its type, the old first is re-emitted unflagged; a late user update re-emits the
+     already decided transactions it changes (those still remembered: the dedup horizon).
 
 Every stage emits one row shape (FLOW). Rows a stage does not own go through it unchanged:
 users through stage 1, dead letters through stage 2. Emitted rows carry out_time = watermark +
@@ -25,7 +23,7 @@ from typing import Iterator
 from pyspark.sql import Row
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
-from jobs.money_enrichment_rules import LOOKUP, STREAM, Settings, tx_order, user_as_of
+from jobs.money_enrichment_rules import Settings, tx_order, user_as_of
 from joinlab.events import timer_ms
 
 SESSION, USER, PASS = "session", "user", "pass"        # entities: what a row is keyed by
@@ -48,13 +46,12 @@ _FIELDS = [part.split()[0] for part in FLOW.split(", ")]
 _TYPES = {part.split()[0]: part.split()[1] for part in FLOW.split(", ")}
 
 
-def _schema(names: list[str]) -> str:
+def schema_of(names: list[str]) -> str:
+    """The DDL of FLOW's columns `names`, in that order (a state value holding those fields)."""
     return ", ".join(f"{name} {_TYPES[name]}" for name in names)
 
 
-TX_SCHEMA = _schema(TX_FIELDS[1:])                                    # keyed by tx_id
-DECIDED_SCHEMA = _schema(TX_FIELDS[1:] + SESSION_FIELDS + USER_FIELDS + ["first_of_type", "enriched_by"])
-SESSION_SCHEMA = "user_id bigint, country string, device string, start_us bigint"
+DECIDED_SCHEMA = schema_of(TX_FIELDS[1:] + SESSION_FIELDS + USER_FIELDS + ["first_of_type", "enriched_by"])
 USER_SCHEMA = "t_us bigint, name string, country string, segment string"  # keyed by version
 
 
@@ -70,7 +67,7 @@ def flow(kind: str, entity: str, entity_key_: str, watermark_ms: int, **fields) 
     return Row(**values)
 
 
-def _pick(row, names: list[str]) -> dict:
+def pick(row, names: list[str]) -> dict:
     return {name: getattr(row, name) for name in names}
 
 
@@ -83,7 +80,7 @@ def dead(fields: dict, source: str, reason: str, watermark_ms: int) -> Row:
 CLEANUP_GRID_MS = 60_000  # clean-up timers are rounded up to whole minutes, so a key's ids share them
 
 
-class _Timely(StatefulProcessor):
+class Timely(StatefulProcessor):
     """What both stages do with timers, economically: every call to state or timers is a round
     trip to the JVM, so a key is swept once per batch (not once per expired timer), and a timer
     that already exists is not registered again."""
@@ -127,95 +124,7 @@ class _Timely(StatefulProcessor):
         pass
 
 
-class SessionJoin(_Timely):
-    """Stage 1, keyed by ("session", session_id); users (keyed by user) go through unchanged."""
-
-    def init(self, handle: StatefulProcessorHandle) -> None:
-        super().init(handle)
-        self.session = handle.getValueState("session", SESSION_SCHEMA)
-        self.waiting = handle.getMapState("waiting", "tx_id string", TX_SCHEMA)  # by tx_id: two in one ms are two
-        self.seen = handle.getMapState("seen", "tx_id string", TX_SCHEMA)        # every tx_id within the horizon
-
-    def handleInputRows(self, key, rows, timerValues) -> Iterator[Row]:
-        watermark = timerValues.getCurrentWatermarkInMs()
-        rows = list(rows)
-        self._session = self._read_session() if any(r.kind != USER_UPDATE for r in rows) else None  # read once
-        for row in rows:
-            if row.kind == USER_UPDATE:
-                yield flow(USER_UPDATE, USER, str(row.user_id), watermark, user_id=row.user_id, t_us=row.t_us,
-                           name=row.name, country=row.country, segment=row.segment, version=row.version)
-        for row in (r for r in rows if r.kind == SESSION_START):  # sessions first: a batch's txs find them
-            yield from self._start(key, row, watermark)
-        for row in (r for r in rows if r.kind == TX):
-            yield from self._transaction(key, _pick(row, TX_FIELDS), watermark)
-
-    def _read_session(self) -> tuple | None:
-        """The session, or None (asking first: a get() on an empty state logs a warning)."""
-        return tuple(self.session.get()) if self.session.exists() else None
-
-    def _start(self, key, row, watermark: int) -> Iterator[Row]:
-        session = (row.user_id, row.country, row.device, row.t_us)
-        if self._session is not None:
-            if self._session != session:
-                yield dead(_pick(row, ["session_id", "user_id", "country", "device", "t_us", "src_partition",
-                                       "src_offset"]), SESSION_START,
-                           "conflicting SessionStarted: the session_id was already started with other fields "
-                           "(the first one read is kept)", watermark)
-            return
-        self.session.update(session)
-        self._session = session
-        self.timer(key, timer_ms(row.t_us) + self.config.session_duration_ms, watermark)
-        for (tx_id,), values in list(self.waiting.iterator()):
-            self.waiting.removeKey((tx_id,))
-            yield self._joined(dict(zip(TX_FIELDS, (tx_id, *values))), watermark)
-
-    def _transaction(self, key, tx: dict, watermark: int) -> Iterator[Row]:
-        values = tuple(tx[name] for name in TX_FIELDS[1:])
-        if self.seen.containsKey((tx["tx_id"],)):
-            old = tuple(self.seen.getValue((tx["tx_id"],)))
-            if old[:-2] != values[:-2]:  # the same transaction re-sent differs only in its Kafka position
-                yield dead(tx, TX, "conflicting duplicate: the tx_id was already seen with other fields "
-                               "(the first one read is kept)", watermark)
-            return
-        self.seen.updateValue((tx["tx_id"],), values)
-        self.cleanup_timer(key, timer_ms(tx["t_us"]) + self.config.dedup_horizon_ms, watermark)
-        if self._session is not None:
-            yield self._joined(tx, watermark)
-        elif watermark >= timer_ms(tx["t_us"]) + self.config.wait_limit_ms:
-            yield self._to_lookup(tx, watermark)  # its session is gone, or never came in time
-        else:
-            self.waiting.updateValue((tx["tx_id"],), values)
-            self.timer(key, timer_ms(tx["t_us"]) + self.config.wait_limit_ms, watermark)
-
-    def _joined(self, tx: dict, watermark: int) -> Row:
-        _, country, device, start_us = self._session
-        return flow(TX, USER, str(tx["user_id"]), watermark, session_country=country, session_device=device,
-                    session_start_us=start_us, enriched_by=STREAM, **tx)
-
-    @staticmethod
-    def _to_lookup(tx: dict, watermark: int) -> Row:
-        return flow(TX, USER, str(tx["user_id"]), watermark, enriched_by=LOOKUP, **tx)
-
-    def handleExpiredTimer(self, key, timerValues, expiredTimerInfo) -> Iterator[Row]:
-        """One sweep for every timer of the key: whatever is due at this watermark leaves."""
-        watermark = timerValues.getCurrentWatermarkInMs()
-        if self.cleanup_due(key, watermark, expiredTimerInfo.getExpiryTimeInMs()):
-            for (tx_id,), values in list(self.seen.iterator()):
-                if timer_ms(values[TX_FIELDS.index("t_us") - 1]) + self.config.dedup_horizon_ms <= watermark:
-                    self.seen.removeKey((tx_id,))
-        if not self.first_sweep(key, watermark):
-            return
-        session = self._read_session()
-        if session is not None and timer_ms(session[3]) + self.config.session_duration_ms <= watermark:
-            self.session.clear()
-        for (tx_id,), values in list(self.waiting.iterator()):
-            tx = dict(zip(TX_FIELDS, (tx_id, *values)))
-            if timer_ms(tx["t_us"]) + self.config.wait_limit_ms <= watermark:
-                self.waiting.removeKey((tx_id,))
-                yield self._to_lookup(tx, watermark)
-
-
-class UserEnrich(_Timely):
+class UserEnrich(Timely):
     """Stage 2, keyed by ("user", user_id); dead letters (entity "pass") go through unchanged."""
 
     USER_SCHEMA = USER_SCHEMA  # a later release may add fields at the end (see SPARK_CONF in the job)
@@ -245,7 +154,7 @@ class UserEnrich(_Timely):
             if row.t_us <= watermark * 1000:  # late: some decided transactions may have used an older version
                 yield from self._correct_users(key, row.t_us, watermark)
         for row in sorted((r for r in rows if r.kind == TX), key=lambda r: tx_order(r.t_us, r.tx_id)):
-            tx = _pick(row, TX_FIELDS + SESSION_FIELDS + ["enriched_by"])
+            tx = pick(row, TX_FIELDS + SESSION_FIELDS + ["enriched_by"])
             if row.t_us <= watermark * 1000:
                 yield from self._decide(key, tx, watermark)  # late: decide now, correct the first if needed
             else:

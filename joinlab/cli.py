@@ -7,6 +7,7 @@ import sys
 
 from joinlab import broker, patterns
 from joinlab.broker import BrokerError
+from joinlab.solutions import SolutionError
 
 
 def cmd_broker(args) -> int:
@@ -49,11 +50,13 @@ def cmd_run(args) -> int:
     checkpoint = args.checkpoint or str(lab_home() / "checkpoints" / args.pattern)
     if args.reset:
         shutil.rmtree(checkpoint, ignore_errors=True)
-    spark = session(f"job-{args.pattern}")
     job = patterns.job(args.pattern)
+    solution = _solution(job, args.solution)
+    spark = session(f"job-{args.pattern}")
     with runner.services(job, bootstrap):
         query = runner.start(spark, job, bootstrap, checkpoint, available_now=args.available_now,
-                             max_offsets_per_trigger=args.max_offsets_per_trigger, name=args.pattern.replace("-", "_"))
+                             max_offsets_per_trigger=args.max_offsets_per_trigger, name=args.pattern.replace("-", "_"),
+                             solution=solution)
         print(f"{args.pattern}: running, checkpoint {checkpoint}" + ("" if args.available_now else " (Ctrl-C stops)"),
               file=sys.stderr)
         try:
@@ -61,6 +64,12 @@ def cmd_run(args) -> int:
         except KeyboardInterrupt:
             query.stop()
     return 0
+
+
+def _solution(job, path: str | None):
+    """The module a job's processors come from: a candidate's file (--solution), else the lab's."""
+    from joinlab import solutions
+    return solutions.of(job.SOLUTION, job.PROCESSORS, solutions.from_file(path) if path else None)
 
 
 def cmd_verify(args) -> int:
@@ -92,7 +101,11 @@ def cmd_state(args) -> int:
 def cmd_demo(args) -> int:
     from joinlab.demo import run_demo
     chosen = list(patterns.PATTERNS) if "all" in args.patterns else args.patterns or [next(iter(patterns.PATTERNS))]
-    failed = [p for p in chosen if run_demo(p, seed=args.seed, count=args.count) != 0]
+    if args.solution and len(chosen) != 1:
+        print("joinlab demo: --solution goes with exactly one pattern", file=sys.stderr)
+        return 2
+    failed = [p for p in chosen if run_demo(p, seed=args.seed, count=args.count,
+                                            solution=_solution(patterns.job(p), args.solution)) != 0]
     if len(chosen) > 1:
         print(f"\ndemo: {len(chosen) - len(failed)} of {len(chosen)} patterns verified"
               + (f"; FAILED: {', '.join(failed)}" if failed else ""))
@@ -153,6 +166,8 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--reset", action="store_true", help="delete the checkpoint first (reprocess from the start)")
     r.add_argument("--available-now", action="store_true", help="stop once caught up instead of running on")
     r.add_argument("--max-offsets-per-trigger", type=int, help="cap on records per micro-batch")
+    r.add_argument("--solution", metavar="FILE", help="run the processors of this file (e.g. your "
+                                                      "exercises/PATTERN.py) instead of the lab's own")
     r.set_defaults(func=cmd_run)
 
     v = sub.add_parser("verify", help="compare a pattern's output topic with its batch reference")
@@ -171,6 +186,7 @@ def parser() -> argparse.ArgumentParser:
                    help=f"one or more of: {', '.join(names)}, or all (default {names[0]})")
     d.add_argument("--seed", type=int, default=7)
     d.add_argument("--count", type=int, default=20000, help="events to generate (default 20000)")
+    d.add_argument("--solution", metavar="FILE", help="run the processors of this file instead of the lab's own")
     d.set_defaults(func=cmd_demo)
 
     lab = sub.add_parser("lab", help="the lab without Docker: broker, Spark master and worker, JupyterLab "
@@ -229,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
 def _run(args) -> int:
     try:
         return args.func(args)
-    except BrokerError as exc:
+    except (BrokerError, SolutionError) as exc:
         print(f"joinlab: {exc}", file=sys.stderr)
         return 2
 

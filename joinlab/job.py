@@ -1,7 +1,9 @@
 """Running a pattern's job: the same read -> build -> write for every pattern.
 
 A job module provides only its logic: INPUT_TOPICS, OUTPUT_TOPICS and
-`build(raw) -> DataFrame(topic, key, value)`; this module owns the I/O, checkpoint and trigger.
+`build(raw, solution=None) -> DataFrame(topic, key, value)`, where `solution` is the module its
+processors come from (joinlab.solutions; None: the lab's own); this module owns the I/O,
+checkpoint and trigger.
 A job may also give `SPARK_CONF` (settings its queries start with) and `services(bootstrap)`, a
 context manager that makes a service it calls (money enrichment's session lookup) reachable.
 """
@@ -18,11 +20,13 @@ from joinlab.spark import kafka_sink, read_kafka
 
 def start(spark: SparkSession, job: ModuleType, bootstrap: str, checkpoint: str, *,
           available_now: bool = False, max_offsets_per_trigger: int | None = None,
-          trigger_interval: str = "1 second", name: str | None = None) -> StreamingQuery:
-    """Start `job` reading its inputs from the beginning (or from its checkpoint, on restart)."""
+          trigger_interval: str = "1 second", name: str | None = None,
+          solution: ModuleType | None = None) -> StreamingQuery:
+    """Start `job` reading its inputs from the beginning (or from its checkpoint, on restart),
+    with the processors of `solution` (a candidate's module; None: the lab's own)."""
     raw = read_kafka(spark, bootstrap, job.INPUT_TOPICS, starting="earliest",
                      max_offsets_per_trigger=max_offsets_per_trigger)
-    writer = kafka_sink(job.build(raw), bootstrap, checkpoint).outputMode("append")
+    writer = kafka_sink(job.build(raw, solution), bootstrap, checkpoint).outputMode("append")
     if name:
         writer = writer.queryName(name)
     writer = writer.trigger(availableNow=True) if available_now else writer.trigger(processingTime=trigger_interval)

@@ -11,7 +11,8 @@ from pyspark.sql.streaming.tws_tester import TwsTester
 from generators.car_pollution import generate
 from joinlab.events import parse_time, valid_events
 from joinlab.generate import Disorder
-from jobs.car_pollution import ADD, ARRIVALS, DEL, READINGS, CarMovesProcessor, ZoneCarsProcessor
+from jobs.car_pollution import ADD, ARRIVALS, DEL, READINGS
+from jobs.car_pollution_solution import CarMovesProcessor, ZoneCarsProcessor
 from references import car_pollution as reference
 
 T = datetime(2026, 1, 1, tzinfo=timezone.utc)

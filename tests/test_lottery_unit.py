@@ -14,7 +14,8 @@ from generators.lottery import generate
 from jobs.lottery import LOTTERY_EVENTS, LOTTERY_TOPIC, USER_EVENTS, USER_TOPIC
 from jobs.lottery_rules import (ALREADY_STARTED, BOUGHT, CLICKED, INACTIVE, LATE, NO_COUPON, NON_POSITIVE, STARTED,
                                 WINDOW_US, Settings, draw, settings)
-from jobs.lottery_stages import LOTTERY, REJECTION, USER, WINNER, Coupons, Draw, LotteryGate
+from jobs.lottery_solution import Coupons, LotteryGate
+from jobs.lottery_stages import LOTTERY, REJECTION, USER, WINNER, Draw
 from joinlab.config import duration_ms
 from joinlab.events import micros, moment, validate
 from joinlab.generate import Disorder, Record, arrive_first

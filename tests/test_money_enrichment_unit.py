@@ -15,8 +15,9 @@ from generators.money_enrichment import generate
 from jobs.money_enrichment import SCHEMAS, SESSIONS_TOPIC, TRANSACTIONS_TOPIC, USERS_TOPIC
 from jobs.money_enrichment_lookup import enrich_rows
 from jobs.money_enrichment_rules import LOOKUP, STREAM, Settings, settings
+from jobs.money_enrichment_solution import SessionJoin
 from jobs.money_enrichment_stages import (DEAD, ENRICHED, EVENT_COLUMNS, SESSION, SESSION_START, TX, USER,
-                                          USER_UPDATE, SessionJoin, UserEnrich)
+                                          USER_UPDATE, UserEnrich)
 from joinlab.events import micros, moment, validate
 from joinlab.generate import Disorder, Record, arrive_first, iso
 from references import money_enrichment as reference

@@ -5,7 +5,7 @@ from datetime import datetime, timezone
 from pyspark.sql import Row
 from pyspark.sql.streaming.tws_tester import TwsTester
 
-from jobs.tweet_views import TweetViewsProcessor
+from jobs.tweet_views_solution import TweetViewsProcessor
 
 T = datetime(2026, 1, 1, tzinfo=timezone.utc)
 

@@ -1,0 +1,95 @@
+"""Car pollution, the solution's two processors (the wiring: jobs/car_pollution.py).
+
+  1. CarMovesProcessor, keyed by car: the car's latest arrival; a move becomes DEL(old zone) +
+     ADD(new zone);
+  2. ZoneCarsProcessor, keyed by zone: the zone's latest reading and its cars (tall: one MapState
+     entry per car, keyed by the native car id); emits a car on ADD, every car of the zone on a
+     new reading, and a DEL (a retraction) when a car leaves.
+Stale events (a lower per-entity `seq` than the stored one) are ignored, so the last record per
+car never depends on arrival order.
+"""
+from __future__ import annotations
+
+from typing import Iterator
+
+from pyspark.sql import Row
+from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
+
+from jobs.car_pollution import ADD, DEL, READING, op_row
+
+CAR_STATE = "seq bigint, zone_id bigint"
+ZONE_STATE = "seq bigint, pollution_level double, event_time timestamp"
+CAR_IN_ZONE = "seq bigint, plate string, fuel_level double, event_time timestamp"
+
+
+class CarMovesProcessor(StatefulProcessor):
+    """Stage 1, keyed by (entity, id). For a car: its latest arrival wins; a move to another zone
+    emits DEL(old zone) then ADD(new zone), a move within the same zone only ADD (so the car is
+    never deleted from the zone it is in). Readings are forwarded unchanged."""
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.car = handle.getValueState("car", CAR_STATE)
+
+    def handleInputRows(self, key, rows, timerValues) -> Iterator[Row]:
+        rows = list(rows)  # the rows of one car, or of one zone: its readings pass through
+        if rows[0].entity == "zone":
+            for r in rows:
+                yield op_row(READING, r.zone_id, reading_seq=r.seq, pollution_level=r.pollution_level,
+                          reading_time=r.event_time)
+            return
+        stored = self.car.get() if self.car.exists() else None
+        latest = max(rows, key=lambda r: r.seq)
+        if stored is not None and latest.seq <= stored[0]:
+            return  # stale or duplicate
+        if stored is not None and stored[1] != latest.to_zone_id:
+            yield op_row(DEL, stored[1], car_id=latest.car_id, car_seq=stored[0])
+        self.car.update((latest.seq, latest.to_zone_id))
+        yield op_row(ADD, latest.to_zone_id, latest)
+
+    def close(self) -> None:
+        pass
+
+
+class ZoneCarsProcessor(StatefulProcessor):
+    """Stage 2, keyed by zone: the latest reading and the cars in the zone (one entry per car).
+    Emits a car's view on ADD (pollution NULL while the zone has no reading: a left join), every
+    car of the zone on a newer reading, and a DEL record when a car leaves."""
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.reading = handle.getValueState("reading", ZONE_STATE)
+        self.cars = handle.getMapState("cars", "car_id bigint", CAR_IN_ZONE)
+
+    def handleInputRows(self, key, rows, timerValues) -> Iterator[Row]:
+        zone_id = key[0]
+        reading = self.reading.get() if self.reading.exists() else None
+        reading_changed, added, removed = False, {}, []
+        for r in rows:
+            if r.op == READING:
+                if reading is None or r.reading_seq > reading[0]:
+                    reading, reading_changed = (r.reading_seq, r.pollution_level, r.reading_time), True
+            elif r.op == ADD:
+                added[r.car_id] = (r.car_seq, r.plate, r.fuel_level, r.car_time)
+            else:
+                removed.append(r)
+        if reading_changed:
+            self.reading.update(reading)
+        for r in removed:  # a DEL retracts the entry stage 1 put here; a newer entry is kept
+            if r.car_id not in added and self.cars.containsKey((r.car_id,)):
+                car = self.cars.getValue((r.car_id,))
+                if car[0] <= r.car_seq:
+                    self.cars.removeKey((r.car_id,))
+                    yield self._view(DEL, zone_id, r.car_id, car, reading)
+        for car_id, car in added.items():
+            self.cars.updateValue((car_id,), car)
+        emit = self.cars.iterator() if reading_changed else (((c,), v) for c, v in added.items())
+        for (car_id,), car in emit:
+            yield self._view(ADD, zone_id, car_id, car, reading)
+
+    @staticmethod
+    def _view(op: str, zone_id: int, car_id: int, car: tuple, reading: tuple | None) -> Row:
+        seq, level, at = reading if reading is not None else (None, None, None)
+        return Row(op=op, car_id=car_id, car_seq=car[0], plate=car[1], zone_id=zone_id, fuel_level=car[2],
+                   car_time=car[3], reading_seq=seq, pollution_level=level, reading_time=at)
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,52 @@
+"""The one seam between a pattern's job and the code that does its join.
+
+A job's `build(raw, solution=None)` wires topics, parsing, keying and the sink, and takes its
+stateful processors from a *solution module*: by default the lab's own (`job.SOLUTION`, e.g.
+jobs/tweet_views_solution.py), or any module that defines the same names (`job.PROCESSORS`): a
+candidate's exercise file, a variant in a test. So the solution, a candidate's code and a variant
+all run through the very same `build()`, in tests, in the demo and on live topics.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+
+class SolutionError(Exception):
+    """A solution module that cannot be used: missing file, import error, a processor not defined."""
+
+
+def of(default: str, processors: tuple[str, ...], given: ModuleType | None = None) -> ModuleType:
+    """`given`, or else the module named `default` (a job's SOLUTION), checked to define every
+    class named in `processors` (a job's PROCESSORS)."""
+    module = given if given is not None else importlib.import_module(default)
+    missing = [name for name in processors if not isinstance(getattr(module, name, None), type)]
+    if missing:
+        where = getattr(module, "__file__", None) or module.__name__
+        raise SolutionError(f"{where} defines no {' and no '.join(missing)}: the job needs "
+                            f"{', '.join(processors)} (classes, subclasses of StatefulProcessor)")
+    return module
+
+
+def from_file(path: str | Path) -> ModuleType:
+    """Import a candidate's file as a module of its own name (two files never mix). Spark's Python
+    workers cannot import that file, so its classes are pickled by value: the processor travels
+    with the plan, on a local session and on the lab's standalone master alike."""
+    path = Path(path).resolve()
+    if not path.is_file():
+        raise SolutionError(f"no such file: {path}")
+    name = f"joinlab_candidate_{path.stem}_{abs(hash(str(path))) & 0xffffff:x}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        del sys.modules[name]
+        raise SolutionError(f"{path} does not import: {type(exc).__name__}: {exc}") from exc
+    from pyspark import cloudpickle
+    cloudpickle.register_pickle_by_value(module)
+    return module
