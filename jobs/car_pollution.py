@@ -8,13 +8,14 @@ jobs/car_pollution_solution.py, or a candidate's exercises/car_pollution.py.
 """
 from __future__ import annotations
 
+import json
 from types import ModuleType
 
 from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 
 from joinlab import solutions
-from joinlab.events import Check, EventSchema, parse_events
+from joinlab.events import Check, EventSchema, parse_events, parse_time
 
 ARRIVALS_TOPIC, READINGS_TOPIC = "car-arrivals", "zone-readings"
 OUTPUT_TOPIC, DEAD_LETTERS_TOPIC = "car-pollution", "car-pollution-dlq"
@@ -73,3 +74,46 @@ def build(raw: DataFrame, solution: ModuleType | None = None) -> DataFrame:
     out = views.select(F.lit(OUTPUT_TOPIC).alias("topic"), F.col("car_id").cast("string").alias("key"),
                        value.alias("value"))
     return out.unionByName(parsed.dead_letters)
+
+
+# --- Reading the output topic: what a consumer keeps ------------------------------------------
+# A changelog keyed by car: its last record per car is the one with the highest
+# (car_seq, op, reading_seq), DEL ranking above the ADD it retracts.
+
+def view(op: str, car_id: int, car_seq: int, plate: str, zone_id: int, fuel_level: float, car_time,
+         reading: dict | None) -> dict:
+    """One view, flat, with times as datetimes so that formatting never counts as a difference."""
+    return {"op": op, "car_id": car_id, "car_seq": car_seq, "plate": plate, "zone_id": zone_id,
+            "fuel_level": float(fuel_level), "car_time": _time(car_time),
+            "reading_seq": reading["seq"] if reading else None,
+            "pollution_level": float(reading["pollution_level"]) if reading else None,
+            "reading_time": _time(reading["event_time"]) if reading else None}
+
+
+def parse_output(value: bytes) -> dict:
+    body = json.loads(value)
+    reading = None if body["reading_seq"] is None else {
+        "seq": body["reading_seq"], "pollution_level": body["pollution_level"], "event_time": body["reading_time"]}
+    return view(body["op"], body["car_id"], body["car_seq"], body["plate"], body["zone_id"], body["fuel_level"],
+                body["car_time"], reading)
+
+
+def actual(records: list) -> dict[int, dict]:
+    """The last record of each car on the output topic, by version (not by arrival)."""
+    views: dict[int, dict] = {}
+    for record in records:
+        if record.topic != OUTPUT_TOPIC:
+            continue
+        candidate = parse_output(record.value)
+        current = views.get(candidate["car_id"])
+        if current is None or version(candidate) > version(current):
+            views[candidate["car_id"]] = candidate
+    return views
+
+
+def version(v: dict) -> tuple[int, int, int]:
+    return v["car_seq"], 1 if v["op"] == DEL else 0, v["reading_seq"] or 0
+
+
+def _time(value):
+    return parse_time(value) if isinstance(value, str) else value

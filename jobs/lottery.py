@@ -11,6 +11,8 @@ solution module (joinlab.solutions): jobs/lottery_solution.py, or a candidate's 
 """
 from __future__ import annotations
 
+import json
+from datetime import datetime
 from types import ModuleType
 
 from pyspark.sql import DataFrame
@@ -19,7 +21,7 @@ from pyspark.sql import functions as F
 from jobs.lottery_rules import BOUGHT, CLICKED, STARTED, WINDOW_US, settings
 from jobs.lottery_stages import EVENT_COLUMNS, FLOW, LOTTERY, REJECTION, USER, WINNER, Draw
 from joinlab import solutions
-from joinlab.events import Check, EventSchema, parse_events
+from joinlab.events import Check, EventSchema, parse_events, parse_time
 
 LOTTERY_TOPIC, USER_TOPIC = "lottery-events", "user-events"
 WINNERS_TOPIC, REJECTIONS_TOPIC, DEAD_LETTERS_TOPIC = "lottery-winners", "lottery-rejections", "lottery-dlq"
@@ -94,3 +96,37 @@ def build(raw: DataFrame, solution: ModuleType | None = None) -> DataFrame:
     config = settings()
     outcomes = decide(parsed.events, config.seed, config.watermark_delay_ms, solution)
     return to_kafka_rows(outcomes).unionByName(parsed.dead_letters)
+
+
+# --- Reading the output topics: what a consumer keeps -----------------------------------------
+
+def winner_key(lottery_id: int, start: datetime) -> str:
+    return f"winner {lottery_id} {start.isoformat()}"
+
+
+def parse_output(topic: str, value: bytes) -> tuple[str, dict]:
+    body = json.loads(value)
+    if topic == WINNERS_TOPIC:
+        view = dict(body, window_start=parse_time(body["window_start"]), window_end=parse_time(body["window_end"]))
+        return winner_key(view["lottery_id"], view["window_start"]), view
+    return f"rejection {body['event_id']}", dict(body, event_time=parse_time(body["event_time"]))
+
+
+def actual(records: list) -> dict[str, dict]:
+    """Every winner and rejection on the output topics; a key with two different records maps to
+    both (so it can't equal the reference)."""
+    views: dict[str, dict] = {}
+    for record in records:
+        if record.topic not in (WINNERS_TOPIC, REJECTIONS_TOPIC):
+            continue
+        key, view = parse_output(record.topic, record.value)
+        if key not in views:
+            views[key] = view
+        elif views[key] != view:
+            views[key] = {"conflicting": [views[key], view]}
+    return views
+
+
+def version(view: dict) -> tuple:
+    """Outcomes are final, never updated: every record of a key has the same version."""
+    return ()

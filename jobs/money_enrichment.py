@@ -8,6 +8,7 @@ candidate's exercises/money_enrichment.py.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 from types import ModuleType
 from typing import TYPE_CHECKING
@@ -20,7 +21,7 @@ from jobs.money_enrichment_rules import TYPES, Settings, settings
 from jobs.money_enrichment_stages import (DEAD, ENRICHED, EVENT_COLUMNS, FLOW, SESSION, SESSION_START, TX, USER,
                                           USER_UPDATE, UserEnrich)
 from joinlab import solutions
-from joinlab.events import Check, EventSchema, micros, parse_events, validate
+from joinlab.events import Check, EventSchema, micros, parse_events, parse_time, validate
 
 if TYPE_CHECKING:
     from joinlab.lookup import LookupSettings
@@ -158,3 +159,28 @@ def services(bootstrap: str):
                     os.environ.pop(name, None)
                 else:
                     os.environ[name] = value
+
+
+# --- Reading the output topic: what a consumer keeps -------------------------------------------
+
+def parse_output(value: bytes) -> dict:
+    body = json.loads(value)
+    return dict(body, amount=float(body["amount"]), event_time=parse_time(body["event_time"]),
+                session_started_at=parse_time(body["session_started_at"]))
+
+
+def actual(records: list) -> dict[str, dict]:
+    """tx_id -> its last record on the output topic (the changelog's current value), without
+    `enriched_by`. A key lives in one partition, so the last one read is the last one written."""
+    views = {}
+    for record in records:
+        if record.topic == ENRICHED_TOPIC:
+            view = parse_output(record.value)
+            view.pop("enriched_by")
+            views[view["tx_id"]] = view
+    return views
+
+
+def version(view: dict) -> tuple:
+    """A transaction's record is corrected in place (same key): no version order to compare."""
+    return ()

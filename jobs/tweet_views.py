@@ -6,13 +6,14 @@ jobs/tweet_views_solution.py, or a candidate's exercises/tweet_views.py, through
 """
 from __future__ import annotations
 
+import json
 from types import ModuleType
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from joinlab import solutions
-from joinlab.events import Check, EventSchema, parse_events
+from joinlab.events import Check, EventSchema, parse_events, parse_time
 
 USERS_TOPIC, TWEETS_TOPIC = "users", "tweets"
 VIEWS_TOPIC, DEAD_LETTERS_TOPIC = "tweet-views", "tweet-views-dlq"
@@ -56,3 +57,31 @@ def build(raw: DataFrame, solution: ModuleType | None = None) -> DataFrame:
     out = views.select(F.lit(VIEWS_TOPIC).alias("topic"), F.col("tweet_id").cast("string").alias("key"),
                        value.alias("value"))
     return out.unionByName(parsed.dead_letters)
+
+
+# --- Reading the output topic: what a consumer keeps ------------------------------------------
+
+def view(tweet: dict, user: dict) -> dict:
+    """One view, flat, with times as datetimes so that formatting never counts as a difference."""
+    return {"tweet_id": tweet["tweet_id"], "tweet_version": tweet["version"], "text": tweet["text"],
+            "tweet_time": parse_time(tweet["event_time"]), "user_id": user["user_id"],
+            "user_version": user["version"], "name": user["name"], "handle": user["handle"],
+            "user_time": parse_time(user["event_time"])}
+
+
+def actual(records: list) -> dict[int, dict]:
+    """The last view of each tweet on the output topic: the highest (tweet, author) versions."""
+    views: dict[int, dict] = {}
+    for record in records:
+        if record.topic != VIEWS_TOPIC:
+            continue
+        body = json.loads(record.value)
+        candidate = view(body["tweet"], body["author"])
+        current = views.get(candidate["tweet_id"])
+        if current is None or version(candidate) > version(current):
+            views[candidate["tweet_id"]] = candidate
+    return views
+
+
+def version(v: dict) -> tuple[int, int]:
+    return v["tweet_version"], v["user_version"]

@@ -16,15 +16,15 @@ are a mismatch.
 """
 from __future__ import annotations
 
-import json
-from datetime import datetime
-
-from joinlab.events import micros, moment, parse_time, validate
-from jobs.lottery import LOTTERY_EVENTS, REJECTIONS_TOPIC, USER_EVENTS, WINNERS_TOPIC
+from joinlab.events import micros, moment, validate
+from jobs.lottery import (LOTTERY_EVENTS, USER_EVENTS, actual, parse_output, version,  # noqa: F401 (output contract)
+                          winner_key)
 from jobs.lottery_rules import (ALREADY_STARTED, BOUGHT, INACTIVE, LATE, NO_COUPON, NON_POSITIVE, STARTED, WINDOW_US,
                                 Settings, draw, message, order_key, settings, window_start)
 
 SCHEMAS = {LOTTERY_EVENTS.topic: LOTTERY_EVENTS, USER_EVENTS.topic: USER_EVENTS}
+
+
 def arrivals(records: list) -> list[tuple[int, dict]]:
     """(arrival, valid event) in arrival order; arrival is the Kafka timestamp when the record has
     one (records read back from topics), else its position (records from a generator)."""
@@ -106,40 +106,8 @@ def outcomes(records: list, config: Settings | None = None) -> tuple[dict, dict,
     return winners, rejections, watermark_us // 1000
 
 
-def _winner_key(lottery_id: int, start: datetime) -> str:
-    return f"winner {lottery_id} {start.isoformat()}"
-
-
 def expected(records: list) -> dict[str, dict]:
     winners, rejections, _ = outcomes(records)
-    out = {_winner_key(lottery, moment(start)): view for (lottery, start), view in winners.items()}
+    out = {winner_key(lottery, moment(start)): view for (lottery, start), view in winners.items()}
     out.update({f"rejection {event_id}": view for event_id, view in rejections.items()})
     return out
-
-
-def parse_output(topic: str, value: bytes) -> tuple[str, dict]:
-    body = json.loads(value)
-    if topic == WINNERS_TOPIC:
-        view = dict(body, window_start=parse_time(body["window_start"]), window_end=parse_time(body["window_end"]))
-        return _winner_key(view["lottery_id"], view["window_start"]), view
-    return f"rejection {body['event_id']}", dict(body, event_time=parse_time(body["event_time"]))
-
-
-def actual(records: list) -> dict[str, dict]:
-    """Every winner and rejection on the output topics; a key with two different records maps to
-    both (so it can't equal the reference)."""
-    views: dict[str, dict] = {}
-    for record in records:
-        if record.topic not in (WINNERS_TOPIC, REJECTIONS_TOPIC):
-            continue
-        key, view = parse_output(record.topic, record.value)
-        if key not in views:
-            views[key] = view
-        elif views[key] != view:
-            views[key] = {"conflicting": [views[key], view]}
-    return views
-
-
-def version(view: dict) -> tuple:
-    """Outcomes are final, never updated: every record of a key has the same version."""
-    return ()

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import json
 
-from jobs.money_enrichment import ENRICHED_TOPIC, SCHEMAS, SESSIONS_TOPIC, TRANSACTIONS_TOPIC, USERS_TOPIC
+from jobs.money_enrichment import (ENRICHED_TOPIC, SCHEMAS, SESSIONS_TOPIC, TRANSACTIONS_TOPIC, USERS_TOPIC,
+                                  actual, parse_output, version)  # noqa: F401 (the output contract)
 from jobs.money_enrichment_rules import LOOKUP, Settings, settings, tx_order, user_as_of
-from joinlab.events import micros, moment, parse_time, timer_ms, valid_events
+from joinlab.events import micros, moment, timer_ms, valid_events
 
 
 def _first_read(records, topic: str, key: str) -> dict:
@@ -82,24 +83,6 @@ def expected(records: list, config: Settings | None = None) -> dict[str, dict]:
     return out
 
 
-def parse_output(value: bytes) -> dict:
-    body = json.loads(value)
-    return dict(body, amount=float(body["amount"]), event_time=parse_time(body["event_time"]),
-                session_started_at=parse_time(body["session_started_at"]))
-
-
-def actual(records: list) -> dict[str, dict]:
-    """tx_id -> its last record on the output topic (the changelog's current value), without
-    `enriched_by`. A key lives in one partition, so the last one read is the last one written."""
-    views = {}
-    for record in records:
-        if record.topic == ENRICHED_TOPIC:
-            view = parse_output(record.value)
-            view.pop("enriched_by")
-            views[view["tx_id"]] = view
-    return views
-
-
 def notes(records: list) -> list[str]:
     """How the outputs were made: lookups, corrections, and re-emitted duplicates (identical
     consecutive records of one key: the at-least-once sink replaying a batch after a restart)."""
@@ -118,8 +101,3 @@ def notes(records: list) -> list[str]:
     lookups = sum(method == LOOKUP for method in by.values())
     return [f"{len(last)} transactions: {len(last) - lookups} enriched from state, {lookups} by lookup; "
             f"{corrections} corrections, {duplicates} re-emitted duplicates (same key, same content)"]
-
-
-def version(view: dict) -> tuple:
-    """A transaction's record is corrected in place (same key): no version order to compare."""
-    return ()

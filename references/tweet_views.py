@@ -3,11 +3,9 @@ each tweet joined to the latest version of its author. A tweet whose author neve
 view. Ties between equal versions are duplicates, so the first one read is kept."""
 from __future__ import annotations
 
-import json
-
-from joinlab.events import latest_events, parse_time
+from joinlab.events import latest_events
 from joinlab.topics import Record
-from jobs.tweet_views import TWEETS, USERS, VIEWS_TOPIC
+from jobs.tweet_views import TWEETS, USERS, actual, version, view  # noqa: F401 (the output contract)
 
 
 def latest(records: list[Record]) -> tuple[dict[int, dict], dict[int, dict]]:
@@ -16,32 +14,6 @@ def latest(records: list[Record]) -> tuple[dict[int, dict], dict[int, dict]]:
     return tables[USERS.topic], tables[TWEETS.topic]
 
 
-def view(tweet: dict, user: dict) -> dict:
-    """One view, flat, with times as datetimes so that formatting never counts as a difference."""
-    return {"tweet_id": tweet["tweet_id"], "tweet_version": tweet["version"], "text": tweet["text"],
-            "tweet_time": parse_time(tweet["event_time"]), "user_id": user["user_id"],
-            "user_version": user["version"], "name": user["name"], "handle": user["handle"],
-            "user_time": parse_time(user["event_time"])}
-
-
 def expected(records: list[Record]) -> dict[int, dict]:
     users, tweets = latest(records)
     return {tid: view(t, users[t["user_id"]]) for tid, t in tweets.items() if t["user_id"] in users}
-
-
-def actual(records: list[Record]) -> dict[int, dict]:
-    """The last view of each tweet on the output topic: the highest (tweet, author) versions."""
-    views: dict[int, dict] = {}
-    for record in records:
-        if record.topic != VIEWS_TOPIC:
-            continue
-        body = json.loads(record.value)
-        candidate = view(body["tweet"], body["author"])
-        current = views.get(candidate["tweet_id"])
-        if current is None or version(candidate) > version(current):
-            views[candidate["tweet_id"]] = candidate
-    return views
-
-
-def version(v: dict) -> tuple[int, int]:
-    return v["tweet_version"], v["user_version"]

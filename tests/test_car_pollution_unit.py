@@ -1,45 +1,28 @@
 """Pure-logic tests of the two car-pollution stages with pyspark's in-memory TwsTester: no Spark
-session, no broker. `Pipeline` routes stage 1's output to stage 2 by zone, as the query does."""
+session, no broker. `Pipeline` (joinlab.in_memory) routes stage 1's output to stage 2 by zone, as
+the query does."""
 import json
 import random
 from datetime import datetime, timezone
 
 import pytest
-from pyspark.sql import Row
-from pyspark.sql.streaming.tws_tester import TwsTester
 
 from generators.car_pollution import generate
-from joinlab.events import parse_time, valid_events
 from joinlab.generate import Disorder
-from jobs.car_pollution import ADD, ARRIVALS, DEL, READINGS
-from jobs.car_pollution_solution import CarMovesProcessor, ZoneCarsProcessor
+from joinlab.in_memory import CarPollution as Pipeline
+from joinlab.in_memory import arrival_row, reading_row
+from jobs.car_pollution import ADD, ARRIVALS, DEL
 from references import car_pollution as reference
 
 T = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
 
 def arrival(car, zone, seq, fuel=50.0, at=T, plate=None):
-    return Row(entity="car", entity_id=car, car_id=car, plate=plate or f"P-{car}", to_zone_id=zone, fuel_level=fuel,
-               zone_id=None, pollution_level=None, seq=seq, event_time=at)
+    return arrival_row(car, zone, seq, fuel, at, plate)
 
 
 def reading(zone, seq, level, at=T):
-    return Row(entity="zone", entity_id=zone, car_id=None, plate=None, to_zone_id=None, fuel_level=None,
-               zone_id=zone, pollution_level=level, seq=seq, event_time=at)
-
-
-class Pipeline:
-    """Stage 1 per (entity, id), then stage 2 per zone, one micro-batch at a time."""
-
-    def __init__(self):
-        self.moves, self.zones = TwsTester(CarMovesProcessor()), TwsTester(ZoneCarsProcessor())
-
-    def batch(self, rows) -> list[Row]:
-        ops: dict[int, list] = {}
-        for key in dict.fromkeys((r.entity, r.entity_id) for r in rows):
-            for op in self.moves.test(key, [r for r in rows if (r.entity, r.entity_id) == key]):
-                ops.setdefault(op.zone_id, []).append(op)
-        return [view for zone, zone_ops in ops.items() for view in self.zones.test(zone, zone_ops)]
+    return reading_row(zone, seq, level, at)
 
 
 def cars_of(views, op=ADD):
@@ -100,30 +83,16 @@ def test_a_car_moving_twice_within_one_batch_lands_in_the_last_zone_only():
     assert p.zones.peekMapState("cars", 6) == {}
 
 
-def _rows(records):
-    """Valid input records as the stage-1 rows the query builds (duplicates included)."""
-    rows = []
-    for schema, event in valid_events(records, [ARRIVALS, READINGS]):
-        at = parse_time(event["event_time"])
-        rows.append(arrival(event["car_id"], event["to_zone_id"], event["seq"], event["fuel_level"], at, event["plate"])
-                    if schema is ARRIVALS else reading(event["zone_id"], event["seq"], event["pollution_level"], at))
-    return rows
-
-
 @pytest.mark.parametrize("seed", range(8))
 def test_random_batches_of_disordered_events_converge_to_the_reference(seed):
     records = generate(seed, 600, disorder=Disorder(delayed=0.5, max_delay_s=30, duplicates=0.1, malformed=0.02))
-    rows, rng, p, views = _rows(records), random.Random(seed), Pipeline(), []
+    p = Pipeline()
+    rows, rng, views = p.rows(records), random.Random(seed), []
     while rows:
         size = rng.randint(1, 120)
         views += p.batch(rows[:size])
         rows = rows[size:]
-    last = {}
-    for v in views:
-        candidate = reference.parse_output(json.dumps(v.asDict(), default=str).encode())
-        if v.car_id not in last or reference.version(candidate) > reference.version(last[v.car_id]):
-            last[v.car_id] = candidate
-    assert last == reference.expected(records)
+    assert p.views(views) == reference.expected(records)
 
 
 # --- The generator ------------------------------------------------------------------------------

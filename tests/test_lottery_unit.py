@@ -1,5 +1,5 @@
 """Pure-logic tests of the three lottery stages with pyspark's in-memory TwsTester: no Spark
-session, no broker. `Pipeline` runs the stages as the query does, one micro-batch at a time:
+session, no broker. `Pipeline` (joinlab.in_memory) runs the stages as the query does, one micro-batch at a time:
 stage 1's watermark is the batch's, stage 2 and 3 take their input first and then fire their
 timers (Spark handles a batch's input before its timers)."""
 import json
@@ -8,24 +8,22 @@ from datetime import datetime, timezone
 
 import pytest
 from pyspark.sql import Row
-from pyspark.sql.streaming.tws_tester import TwsTester
 
 from generators.lottery import generate
 from jobs.lottery import LOTTERY_EVENTS, LOTTERY_TOPIC, USER_EVENTS, USER_TOPIC
 from jobs.lottery_rules import (ALREADY_STARTED, BOUGHT, CLICKED, INACTIVE, LATE, NO_COUPON, NON_POSITIVE, STARTED,
-                                WINDOW_US, Settings, draw, settings)
-from jobs.lottery_solution import Coupons, LotteryGate
-from jobs.lottery_stages import LOTTERY, REJECTION, USER, WINNER, Draw
+                                Settings, draw, settings)
+from jobs.lottery_stages import LOTTERY, REJECTION, USER, WINNER
 from joinlab.config import duration_ms
-from joinlab.events import micros, moment, validate
+from joinlab.events import micros, validate
 from joinlab.generate import Disorder, Record, arrive_first
+from joinlab.in_memory import Lottery, lottery_event_row
 from references import lottery as reference
 from tests.conftest import random_batches
 
 SEED, DELAY_MS = 7, 10_000
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 T0_US = micros(T0)
-NEVER_LATE = 2 ** 62  # stage 1's input has no watermark column, so Spark filters nothing there
 
 
 def at(seconds: float) -> int:
@@ -38,9 +36,11 @@ def ms(seconds: float) -> int:
 
 
 def event_row(event_id, kind, t_us, lottery_id=None, user_id=None, amount=None) -> Row:
-    by_lottery = kind != BOUGHT
-    return Row(entity=LOTTERY if by_lottery else USER, entity_id=lottery_id if by_lottery else user_id,
-               event_id=event_id, type=kind, t_us=t_us, lottery_id=lottery_id, user_id=user_id, amount=amount)
+    return lottery_event_row(event_id, kind, t_us, lottery_id, user_id, amount)
+
+
+def Pipeline(seed: int = SEED, delay_ms: int = DELAY_MS) -> Lottery:
+    return Lottery(seed=seed, delay_ms=delay_ms)
 
 
 def start(event_id, lottery, s):
@@ -53,52 +53,6 @@ def buy(event_id, user, amount, s):
 
 def click(event_id, user, lottery, s):
     return event_row(event_id, CLICKED, at(s), lottery_id=lottery, user_id=user)
-
-
-def _out_ms(row) -> int:
-    return int(row.out_time.timestamp() * 1000)
-
-
-class Pipeline:
-    """The three stages, chained and keyed as in jobs.lottery.decide, batch by batch."""
-
-    def __init__(self, seed: int = SEED, delay_ms: int = DELAY_MS):
-        self.gate = TwsTester(LotteryGate(), timeMode="EventTime", eventTimeExtractor=lambda r: NEVER_LATE)
-        self.coupons = TwsTester(Coupons(), timeMode="EventTime", eventTimeExtractor=_out_ms)
-        self.draw = TwsTester(Draw(seed), timeMode="EventTime", eventTimeExtractor=_out_ms)
-        self.delay_ms, self.watermark, self.newest_ms = delay_ms, 0, None
-
-    @staticmethod
-    def _feed(tester, rows) -> list[Row]:
-        out = []
-        for key in dict.fromkeys((r.entity, r.entity_id) for r in rows):
-            out += tester.test(key, [r for r in rows if (r.entity, r.entity_id) == key])
-        return out
-
-    @staticmethod
-    def _advance(tester, watermark) -> list[Row]:
-        return tester.setWatermark(watermark) if watermark > tester._currentWatermarkMs else []
-
-    def batch(self, rows: list[Row], watermark: int | None = None) -> list[Row]:
-        """One micro-batch; its watermark is the newest event time of earlier batches - delay."""
-        if watermark is None and self.newest_ms is not None:
-            watermark = max(self.watermark, self.newest_ms - self.delay_ms)
-        watermark = self.watermark if watermark is None else watermark
-        out1 = self._advance(self.gate, watermark) + self._feed(self.gate, rows)
-        out2 = self._feed(self.coupons, out1) + self._advance(self.coupons, watermark)
-        out3 = self._feed(self.draw, out2) + self._advance(self.draw, watermark)
-        self.watermark = watermark
-        if rows:
-            newest = max(r.t_us for r in rows) // 1000
-            self.newest_ms = newest if self.newest_ms is None else max(self.newest_ms, newest)
-        return out3
-
-    def run(self, batches: list[list[Row]]) -> list[Row]:
-        """Every batch, then the no-data batch Spark runs when the watermark has moved."""
-        out = []
-        for rows in batches:
-            out += self.batch(rows)
-        return out + self.batch([])
 
 
 def rejections(rows) -> dict[str, tuple[str, str]]:
@@ -162,7 +116,7 @@ def test_an_event_behind_the_watermark_is_rejected_with_its_own_reason_and_nothi
     p = Pipeline()
     p.batch([start("s", 1, 0.0), buy("b", 5, 2, 1.0), start("clock", 2, 30.0)])
     late = p.batch([click("late", 5, 1, 2.0), buy("late-buy", 5, 9, 19.0), start("late-start", 3, 20.0)])
-    assert p.watermark == ms(20.0)
+    assert p.clock.watermark == ms(20.0)
     assert rejections(late) == {"late": (LATE, "Late click behind the watermark, lotteryId: 1"),
                                 "late-buy": (LATE, "Late coupon purchase behind the watermark, userId: 5"),
                                 "late-start": (LATE, "Late lottery start behind the watermark, lotteryId: 3")}
@@ -214,32 +168,12 @@ SCHEMAS = {LOTTERY_TOPIC: LOTTERY_EVENTS, USER_TOPIC: USER_EVENTS}
 
 def stage_rows(records) -> list[Row]:
     """Valid input records as the rows stage 1 gets (duplicates included)."""
-    rows = []
-    for record in records:
-        event = validate(SCHEMAS[record.topic], record.value)[0]
-        if event is not None:
-            rows.append(event_row(event["event_id"], event["type"], micros(event["event_time"]),
-                                  event.get("lottery_id"), event.get("user_id"), event.get("amount")))
-    return rows
+    return Pipeline().rows(records)
 
 
 def as_views(rows) -> dict:
     """The job's outcome rows as the reference's views, by the reference's keys."""
-    views = {}
-    for r in rows:
-        if r.kind == WINNER:
-            start = moment(r.window_start_us)
-            views[f"winner {r.lottery_id} {start.isoformat()}"] = {
-                "lottery_id": r.lottery_id, "window_start": start,
-                "window_end": moment(r.window_start_us + WINDOW_US),
-                "winner_user_id": r.winner_user_id, "winning_event_id": r.winning_event_id, "entrants": r.entrants,
-                "seed": r.seed}
-        else:
-            views[f"rejection {r.event_id}"] = {
-                "event_id": r.event_id, "type": r.type, "event_time": moment(r.t_us),
-                "lottery_id": r.lottery_id,
-                "user_id": r.user_id, "amount": r.amount, "rule": r.rule, "message": r.message}
-    return views
+    return Pipeline().views(rows)
 
 
 @pytest.fixture

@@ -4,30 +4,30 @@ micro-batch at a time: each stage takes the batch's input first, then fires its 
 order), and the lookup step answers from the sessions the test knows."""
 import json
 import random
-from collections import namedtuple
 from datetime import datetime, timedelta, timezone
 
 import pytest
 from pyspark.sql import Row
-from pyspark.sql.streaming.tws_tester import TwsTester
 
 from generators.money_enrichment import generate
-from jobs.money_enrichment import SCHEMAS, SESSIONS_TOPIC, TRANSACTIONS_TOPIC, USERS_TOPIC
-from jobs.money_enrichment_lookup import enrich_rows
+from jobs.money_enrichment import SESSIONS_TOPIC, TRANSACTIONS_TOPIC, USERS_TOPIC
 from jobs.money_enrichment_rules import LOOKUP, STREAM, Settings, settings
-from jobs.money_enrichment_solution import SessionJoin
 from jobs.money_enrichment_stages import (DEAD, ENRICHED, EVENT_COLUMNS, SESSION, SESSION_START, TX, USER,
-                                          USER_UPDATE, UserEnrich)
-from joinlab.events import micros, moment, validate
+                                          USER_UPDATE)
+from joinlab.events import micros, moment
 from joinlab.generate import Disorder, Record, arrive_first, iso
+from joinlab.in_memory import MoneyEnrichment
 from references import money_enrichment as reference
 from tests.conftest import random_batches
 
 CONFIG = Settings(watermark_delay_ms=10_000, session_duration_ms=120_000, wait_limit_ms=30_000,
                   dedup_horizon_ms=600_000)
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
-NEVER_LATE = 2 ** 62  # stage 1's input has no watermark column, so Spark filters nothing there
-Found = namedtuple("Found", "session error attempts")
+
+
+def Pipeline(config: Settings = CONFIG, sessions: dict | None = None, users: list[Row] = ()) -> MoneyEnrichment:
+    """Stage 1 -> stage 2 -> lookup step (joinlab.in_memory); the lookup service knows `sessions`."""
+    return MoneyEnrichment(config=config, sessions=sessions if sessions is not None else {}, users=users)
 
 
 def at(seconds: float) -> int:
@@ -58,58 +58,6 @@ def start(session, user, s, country="PL", device="ios") -> Row:
 def update(user, version, s, segment="gold", name="Ada", country="PL") -> Row:
     return row(entity=USER, entity_key=str(user), kind=USER_UPDATE, user_id=user, name=name, country=country,
                segment=segment, version=version, t_us=at(s))
-
-
-def _out_ms(r) -> int:
-    return int(r.out_time.timestamp() * 1000)
-
-
-class Pipeline:
-    """Stage 1 -> stage 2 -> lookup step, keyed and chained as in jobs.money_enrichment.enrich."""
-
-    def __init__(self, config: Settings = CONFIG, sessions: dict | None = None, users: list[Row] = ()):
-        self.config, self.sessions = config, sessions or {}
-        self.join = TwsTester(SessionJoin(config), timeMode="EventTime", eventTimeExtractor=lambda r: NEVER_LATE)
-        initial = [((u.entity, u.entity_key), u) for u in users] or None
-        self.enrich = TwsTester(UserEnrich(config), initialStateRow=initial, timeMode="EventTime",
-                                eventTimeExtractor=_out_ms)
-        self.watermark, self.newest_ms, self.lookups = 0, None, []
-
-    @staticmethod
-    def _step(tester, rows, watermark) -> list[Row]:
-        """Spark's order within a batch: the batch's watermark, its input, then expired timers."""
-        if watermark > tester._currentWatermarkMs:
-            tester._currentWatermarkMs = watermark
-            tester.handle.setWatermark(watermark)
-        out = []
-        for key in dict.fromkeys((r.entity, r.entity_key) for r in rows):
-            out += tester.test(key, [r for r in rows if (r.entity, r.entity_key) == key])
-        return out + tester._handleExpiredTimers()
-
-    def _lookup(self, ids):
-        self.lookups += ids
-        return {i: Found(self.sessions.get(i), None if i in self.sessions else "session not found (HTTP 404)", 1)
-                for i in ids}
-
-    def batch(self, rows: list[Row], watermark: int | None = None) -> list[dict]:
-        """One micro-batch; its watermark is the newest event time of earlier batches - delay."""
-        if watermark is None and self.newest_ms is not None:
-            watermark = max(self.watermark, self.newest_ms - self.config.watermark_delay_ms)
-        watermark = self.watermark if watermark is None else watermark
-        joined = self._step(self.join, rows, watermark)
-        enriched = self._step(self.enrich, joined, watermark)
-        self.watermark = watermark
-        if rows:
-            newest = max(r.t_us for r in rows) // 1000
-            self.newest_ms = newest if self.newest_ms is None else max(self.newest_ms, newest)
-        return enrich_rows([r.asDict() for r in enriched], self._lookup)
-
-    def run(self, batches: list[list[Row]]) -> list[dict]:
-        """Every batch, then the no-data batch Spark runs when the watermark has moved."""
-        out = []
-        for rows in batches:
-            out += self.batch(rows)
-        return out + self.batch([])
 
 
 def enriched(out) -> dict[str, dict]:
@@ -262,19 +210,7 @@ def test_initial_state_from_a_users_snapshot_enriches_before_any_user_update_is_
 
 def stage_rows(records) -> list[Row]:
     """Valid input records as the rows stage 1 gets (duplicates included)."""
-    by_topic = {schema.topic: schema for schema in SCHEMAS}
-    kinds = {TRANSACTIONS_TOPIC: TX, SESSIONS_TOPIC: SESSION_START, USERS_TOPIC: USER_UPDATE}
-    rows = []
-    for record in records:
-        event = validate(by_topic[record.topic], record.value)[0]
-        if event is None:
-            continue
-        is_user = record.topic == USERS_TOPIC
-        rows.append(row(entity=USER if is_user else SESSION,
-                        entity_key=str(event["user_id"]) if is_user else event["session_id"],
-                        kind=kinds[record.topic], **{k: v for k, v in event.items() if k != "event_time"},
-                        t_us=micros(event["event_time"])))
-    return rows
+    return Pipeline().rows(records)
 
 
 def as_views(out) -> dict:
