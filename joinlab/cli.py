@@ -1,4 +1,5 @@
-"""`joinlab`: the lab's command line (broker, topics, generate, run, verify, state, demo, bench, lab)."""
+"""`joinlab`: the lab's command line (broker, topics, generate, run, verify, state, demo, bench, lab,
+interview)."""
 from __future__ import annotations
 
 import argparse
@@ -218,6 +219,9 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("pattern", choices=names)
     c.add_argument("rest", nargs=argparse.REMAINDER)
     c.set_defaults(func=cmd_compare)
+
+    from joinlab.interview.cli import add_parser as add_interview
+    add_interview(sub)
 
     n = sub.add_parser("bench", help="print the benchmark table", add_help=False)
     n.add_argument("rest", nargs=argparse.REMAINDER)

@@ -236,7 +236,7 @@ def lottery_event_row(event_id: str, kind: str, t_us: int, lottery_id=None, user
 class MoneyEnrichment:
     """Stage 1 -> stage 2 -> lookup step, keyed and chained as in jobs.money_enrichment.enrich. The
     lookup service knows `sessions` (session_id -> SessionStarted event as on the topic); by
-    default, when the pipeline is given records, every valid session among them."""
+    default, as the real service reading the sessions topic, every session of the batches so far."""
 
     def __init__(self, solution: ModuleType | None = None, config=None, sessions: dict | None = None,
                  users: list[Row] = ()):
@@ -244,7 +244,8 @@ class MoneyEnrichment:
         from jobs.money_enrichment_rules import settings
         from jobs.money_enrichment_stages import UserEnrich
         stages = solutions.of(job.SOLUTION, job.PROCESSORS, solution)
-        self.job, self.config, self.sessions = job, config or settings(), sessions
+        self.job, self.config = job, config or settings()
+        self.sessions, self.reads_topic = sessions if sessions is not None else {}, sessions is None
         self.join = TwsTester(stages.SessionJoin(self.config), timeMode="EventTime",
                               eventTimeExtractor=lambda r: NEVER_LATE)
         initial = [((u.entity, u.entity_key), u) for u in users] or None
@@ -253,15 +254,13 @@ class MoneyEnrichment:
         self.clock, self.lookups = _EventTime(self.config.watermark_delay_ms), []
 
     def rows(self, records) -> list[Row]:
-        """Valid events as stage 1's rows; the lookup service (unless given its sessions) knows them all."""
+        """Valid events as stage 1's rows."""
         from jobs.money_enrichment_stages import EVENT_COLUMNS, SESSION, SESSION_START, TX, USER, USER_UPDATE
-        job, out, sessions = self.job, [], {}
+        job, out = self.job, []
         kinds = {job.TRANSACTIONS_TOPIC: TX, job.SESSIONS_TOPIC: SESSION_START, job.USERS_TOPIC: USER_UPDATE}
         for record in records:
             for schema, e in valid_events([record], job.SCHEMAS):
                 kind = kinds[schema.topic]
-                if kind == SESSION_START:
-                    sessions.setdefault(e["session_id"], e)
                 fields = dict.fromkeys(EVENT_COLUMNS)
                 fields.update({name: e.get(name) for name in EVENT_COLUMNS if name in e}, kind=kind,
                               t_us=micros(e["event_time"]), src_partition=getattr(record, "partition", None),
@@ -269,8 +268,6 @@ class MoneyEnrichment:
                 fields.update(entity=USER, entity_key=str(e["user_id"])) if kind == USER_UPDATE else fields.update(
                     entity=SESSION, entity_key=e["session_id"])
                 out.append(Row(**fields))
-        if self.sessions is None:
-            self.sessions = sessions
         return out
 
     @staticmethod
@@ -283,12 +280,23 @@ class MoneyEnrichment:
 
     def _lookup(self, ids):
         self.lookups += ids
-        known = self.sessions or {}
+        known = self.sessions
         return {i: Found(known.get(i), None if i in known else "session not found (HTTP 404)", 1) for i in ids}
+
+    def _read_sessions(self, rows: list[Row]) -> None:
+        """What the lookup service has read off the sessions topic by this batch (first one wins)."""
+        from jobs.money_enrichment_stages import SESSION_START
+        for r in rows:
+            if r.kind == SESSION_START:
+                self.sessions.setdefault(r.session_id, {"session_id": r.session_id, "user_id": r.user_id,
+                                                        "country": r.country, "device": r.device,
+                                                        "event_time": moment(r.t_us).isoformat()})
 
     def batch(self, rows: list[Row], watermark: int | None = None) -> list[dict]:
         """One micro-batch: FLOW rows (as dicts) of kind "enriched" or "dead", after the lookup step."""
         from jobs.money_enrichment_lookup import enrich_rows
+        if self.reads_topic:
+            self._read_sessions(rows)
         watermark = self.clock.next(watermark)
         joined = self._step(self.join, rows, watermark)
         enriched = self._step(self.enrich, joined, watermark)
@@ -299,6 +307,11 @@ class MoneyEnrichment:
         """Every batch, then the no-data batch Spark runs when the watermark has moved."""
         out = [row for rows in batches for row in self.batch(rows)]
         return out + self.batch([])
+
+    def dead_letters(self, out: list[dict]) -> dict:
+        """tx_id (or session_id) -> the reason of its last dead letter."""
+        from jobs.money_enrichment_stages import DEAD
+        return {r["entity_key"]: r["reason"] for r in out if r["kind"] == DEAD}
 
     def views(self, out: list[dict]) -> dict:
         """tx_id -> its last enriched record as jobs.money_enrichment.actual reads it."""

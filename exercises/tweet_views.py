@@ -1,0 +1,52 @@
+"""Exercise 1 (warm-up, 30-45 min): tweet views. Read tweet_views.md first.
+
+Write TweetViewsProcessor. Everything else is given: the job (jobs/tweet_views.py) parses both
+topics, sends malformed records to the dead-letter topic, groups both sides by author (user_id)
+and, once per author per micro-batch, calls
+
+    handleInputRows(key, rows, timerValues)
+
+with key = (user_id,) and that author's rows of the micro-batch, in no particular order. Each row
+has the columns of jobs.tweet_views.SIDE_COLUMNS:
+
+    kind        "user" or "tweet"
+    user_id     the author
+    version     the user's version (kind "user") or the tweet's version (kind "tweet")
+    event_time  a datetime
+    tweet_id, text      (kind "tweet"; None for users)
+    name, handle        (kind "user"; None for tweets)
+
+Whatever you yield goes to the tweet-views topic, keyed by tweet_id; a consumer keeps, per tweet,
+the view with the highest (tweet_version, user_version). Yield rows with exactly the columns of
+jobs.tweet_views.VIEW:
+
+    Row(tweet_id=..., tweet_version=..., text=..., tweet_time=...,
+        user_id=..., user_version=..., name=..., handle=..., user_time=...)
+
+State lives in `handle` (set up in init): handle.getValueState(name, "field type, ..."),
+handle.getMapState(name, "key type", "field type, ..."), handle.getListState(...). A ValueState has
+exists(), get(), update(tuple), clear(); a MapState containsKey((k,)), getValue((k,)),
+updateValue((k,), tuple), removeKey((k,)), iterator(), keys(), values().
+
+Grade it: joinlab interview check tweet-views --solution THIS_FILE   (or `make check` in a workspace)
+"""
+from __future__ import annotations
+
+from typing import Iterator
+
+from pyspark.sql import Row
+from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
+
+
+class TweetViewsProcessor(StatefulProcessor):
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.handle = handle
+        # TODO: declare the state this processor keeps per author.
+
+    def handleInputRows(self, key, rows, timerValues) -> Iterator[Row]:
+        # TODO: join each tweet to its author; yield a view (see above) whenever one changes.
+        return iter(())
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,118 @@
+"""`joinlab interview check`: the fast stage (scenarios), then the live stage (the real job), one
+report. Exit status 0 only when every scenario and the live stage pass.
+
+The live stage runs only once every scenario passes: a candidate fixes what a scenario shows in
+seconds, not after a minute of Spark (`--live` runs it anyway, `--fast` never).
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+from joinlab import patterns, solutions
+from joinlab.interview import exercise
+from joinlab.interview import scenarios as fast
+
+
+def check(pattern: str, solution_file: Path, *, scenario_dir: Path | None = None, hidden_dir: Path | None = None,
+          expectation: Path | None = None, live: str = "auto", seed: int = 7, count: int = 1200,
+          spark=None, say=lambda message: None) -> dict:
+    """Grade `solution_file`; the report as a dict (what --json prints)."""
+    began = time.monotonic()
+    ex, job = exercise(pattern), patterns.job(pattern)
+    report = {"pattern": pattern, "solution": str(solution_file), "ok": False,
+              "fast": {"passed": 0, "failed": 0, "scenarios": []}, "live": None}
+    try:
+        module = solutions.of(job.SOLUTION, job.PROCESSORS, solutions.from_file(solution_file))
+    except solutions.SolutionError as exc:
+        report["error"] = str(exc)
+        report["seconds"] = round(time.monotonic() - began, 1)
+        return report
+    found = fast.load_dir(scenario_dir or ex.scenarios()) + fast.load_dir(_hidden(hidden_dir, ex.module), hidden=True)
+    for scenario in found:
+        outcome = fast.run(pattern, module, scenario)
+        report["fast"]["passed" if outcome.ok else "failed"] += 1
+        report["fast"]["scenarios"].append({
+            "name": scenario.name, "hidden": scenario.hidden, "ok": outcome.ok, "error": outcome.error,
+            "details": [] if outcome.ok else fast.describe(outcome, ex.key),
+            "emitted_nothing": outcome.emitted_nothing})
+    fast_ok = report["fast"]["failed"] == 0 and bool(found)
+    if live == "always" or (live == "auto" and fast_ok):
+        say("live stage: the real job with your processors (a minute or so)")
+        from joinlab.interview import live as live_stage
+        result = live_stage.run(pattern, module, seed=seed, count=count, expectation=expectation, spark=spark, say=say)
+        report["live"] = {"ok": result.ok, "events": result.events, "expected": result.expected,
+                          "actual": result.actual, "mismatches": result.mismatches, "report": result.lines,
+                          "batches_before_restart": result.batches_before_restart,
+                          "restarted_at_batch": result.restarted_at_batch, "seconds": round(result.seconds, 1),
+                          "error": result.error}
+    live_ok = report["live"] is not None and report["live"]["ok"]
+    report["ok"] = fast_ok and (live_ok or live == "never")
+    report["seconds"] = round(time.monotonic() - began, 1)
+    return report
+
+
+def _hidden(directory: Path | None, module: str) -> Path | None:
+    """--hidden DIR holds the held-back scenarios: DIR/<module>/*.json, or DIR/*.json itself."""
+    if directory is None:
+        return None
+    if not directory.is_dir():
+        raise SystemExit(f"--hidden {directory}: no such directory")
+    return directory / module if (directory / module).is_dir() else directory
+
+
+def default_solution(ex) -> Path:
+    """The candidate's file of `make interview` (workspace/PATTERN/...), else the exercise's stub."""
+    packed = Path("workspace") / ex.pattern / f"{ex.module}.py"
+    return packed if packed.is_file() else ex.stub()
+
+
+def lines(report: dict) -> list[str]:
+    """The report for a person: a line per scenario, the failures in detail, the live stage, the verdict."""
+    ex = exercise(report["pattern"])
+    out = [f"joinlab interview check {report['pattern']} (exercise level {ex.level}; solution {report['solution']})"]
+    if report.get("error"):
+        return out + ["", f"cannot grade: {report['error']}", "", "RESULT: FAIL"]
+    f = report["fast"]
+    visible = [s for s in f["scenarios"] if not s["hidden"]]
+    held = [s for s in f["scenarios"] if s["hidden"]]
+    out += ["", f"Scenarios (fast stage, in memory): {sum(s['ok'] for s in visible)} of {len(visible)} passed"
+            + (f"; held back: {sum(s['ok'] for s in held)} of {len(held)} passed" if held else "")]
+    out += [f"  {'ok  ' if s['ok'] else 'FAIL'} {s['name']}" + (" (held back)" if s["hidden"] else "")
+            for s in f["scenarios"]]
+    for s in f["scenarios"]:
+        if not s["ok"]:
+            out += [""] + s["details"]
+    if f["scenarios"] and all(s["emitted_nothing"] for s in f["scenarios"] if not s["ok"]) and f["failed"] == len(
+            f["scenarios"]):
+        out += ["", f"Your processors emitted nothing in any scenario: start in {', '.join(ex.writes)} "
+                    f"(handleInputRows) in {report['solution']}."]
+    live = report["live"]
+    if live is None:
+        out += ["", "Live stage: not run" + (" (every scenario must pass first; --live runs it anyway)"
+                                             if f["failed"] else "")]
+    elif live["error"]:
+        out += ["", "Live stage: the job failed with your processors:"] + ["  " + x for x in live["error"].splitlines()]
+    else:
+        out += ["", f"Live stage: the real job on {live['events']} seeded events (disorder, duplicates, malformed "
+                    f"records), stopped after {live['batches_before_restart']} micro-batches and restarted from "
+                    f"its checkpoint at batch {live['restarted_at_batch']}, {live['seconds']:.0f} s:"]
+        out += ["  " + x for x in live["report"]]
+    verdict = "PASS" if report["ok"] else "FAIL"
+    return out + ["", f"RESULT: {verdict} in {report['seconds']:.0f} s"]
+
+
+def main(args) -> int:
+    ex = exercise(args.pattern)
+    solution = Path(args.solution) if args.solution else default_solution(ex)
+    live = "never" if args.fast else "always" if args.live else "auto"
+    say = (lambda message: None) if args.json else (lambda message: print(f"... {message}", file=sys.stderr,
+                                                                           flush=True))
+    report = check(args.pattern, solution, scenario_dir=Path(args.scenarios) if args.scenarios else None,
+                   hidden_dir=Path(args.hidden) if args.hidden else None,
+                   expectation=Path(args.expectation) if args.expectation else None, live=live, seed=args.seed,
+                   count=args.count, say=say)
+    print(json.dumps(report, indent=2) if args.json else "\n".join(lines(report)))
+    return 0 if report["ok"] else 1

@@ -1,0 +1,125 @@
+"""The grader's live stage: the candidate's processors in the pattern's real job (the same
+`build()` as the lab's), on a broker, on seeded events with disorder, duplicates and malformed
+records; stopped after a few micro-batches and restarted from its checkpoint; its output topic
+compared with the batch reference, as `joinlab verify` compares it.
+
+Where the reference is not at hand (a candidate's workspace from `joinlab interview pack`), the
+events and what the output must end with come from a file the pack wrote (`expectation`).
+"""
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+
+from joinlab import patterns
+from joinlab.demo import DEMO_DISORDER, demo_broker
+from joinlab.generate import Record, send
+from joinlab.interview.scenarios import default_settings, plain
+
+
+@dataclass
+class LiveResult:
+    events: int = 0
+    expected: int = 0
+    actual: int = 0
+    mismatches: int = 0
+    lines: list = field(default_factory=list)    # verify's report lines
+    batches_before_restart: int = 0
+    restarted_at_batch: int | None = None
+    seconds: float = 0.0
+    error: str | None = None                     # the query failed: the candidate's error, shortened
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.mismatches == 0 and self.expected > 0
+
+
+def events_and_expectation(pattern: str, seed: int, count: int) -> tuple[list[Record], dict]:
+    """Seeded events (with DEMO_DISORDER) and what the output must end with, by the reference."""
+    records = patterns.generator(pattern).generate(seed, count, disorder=DEMO_DISORDER)
+    with default_settings():
+        return records, plain(patterns.reference(pattern).expected(records))
+
+
+def write_expectation(pattern: str, path: Path, seed: int, count: int) -> None:
+    records, expect = events_and_expectation(pattern, seed, count)
+    body = {"pattern": pattern, "seed": seed,
+            "records": [{"topic": r.topic, "key": r.key.decode(), "value": r.value.decode("utf-8", "replace"),
+                         "kind": r.kind} for r in records],
+            "expect": expect}
+    path.write_text(json.dumps(body, separators=(",", ":")) + "\n")
+
+
+def read_expectation(path: Path) -> tuple[list[Record], dict]:
+    body = json.loads(path.read_text())
+    records = [Record(r["topic"], r["key"].encode(), r["value"].encode(), r["kind"]) for r in body["records"]]
+    return records, body["expect"]
+
+
+def run(pattern: str, solution: ModuleType, *, seed: int = 7, count: int = 1200, expectation: Path | None = None,
+        spark=None, say=lambda message: None) -> LiveResult:
+    """Run the live stage; `say` hears each step (for a person watching)."""
+    from joinlab import job as runner
+    from joinlab.topics import create_topics, read_topics
+    from joinlab.verify import compare
+    began, result, job = time.monotonic(), LiveResult(), patterns.job(pattern)
+    if expectation is not None:
+        records, expect = read_expectation(expectation)
+    else:
+        records, expect = events_and_expectation(pattern, seed, count)
+    result.events = len(records)
+    with demo_broker() as bootstrap, default_settings():
+        create_topics(bootstrap, patterns.all_topics(pattern))
+        send(bootstrap, records, progress=False)
+        say(f"{len(records)} events on {', '.join(job.INPUT_TOPICS)} at {bootstrap}; "
+            "starting the job with your processors")
+        if spark is None:
+            from joinlab.spark import session
+            spark = session(f"interview-{pattern}")
+        checkpoint = tempfile.mkdtemp(prefix=f"interview-{pattern}-")
+        with runner.services(job, bootstrap):
+            query = runner.start(spark, job, bootstrap, checkpoint, solution=solution,
+                                 max_offsets_per_trigger=max(50, len(records) // 4))
+            _wait_for_batches(query, 2, timeout_s=300)
+            result.batches_before_restart = len([p for p in query.recentProgress if p["numInputRows"]])
+            query.stop()
+            result.error = _failure(query)
+            if result.error is None:
+                say(f"stopped after {result.batches_before_restart} micro-batches; restarting from the checkpoint")
+                query = runner.start(spark, job, bootstrap, checkpoint, solution=solution, available_now=True)
+                query.awaitTermination()
+                result.error = _failure(query)
+                if query.recentProgress:
+                    result.restarted_at_batch = query.recentProgress[0]["batchId"]
+        if result.error is None:
+            got = plain(job.actual(read_topics(bootstrap, job.OUTPUT_TOPICS)))
+            report = compare(pattern, expect, got, job.version)
+            result.expected, result.actual, result.mismatches = report.expected, report.actual, report.mismatches
+            result.lines = report.lines()
+    result.seconds = time.monotonic() - began
+    return result
+
+
+def _wait_for_batches(query, batches: int, timeout_s: float) -> None:
+    """Until `batches` micro-batches with input are done, the query has failed, or time is up."""
+    deadline = time.monotonic() + timeout_s
+    while query.isActive and time.monotonic() < deadline:
+        if len([p for p in query.recentProgress if p["numInputRows"]]) >= batches:
+            return
+        query.awaitTermination(0.2)
+
+
+def _failure(query) -> str | None:
+    """The query's error as a candidate needs it: the Python traceback's own lines, not the JVM's."""
+    exc = query.exception()
+    if exc is None:
+        return None
+    text = str(exc)
+    start = text.find("Traceback (most recent call last)")
+    lines = (text[start:] if start >= 0 else text).splitlines()
+    end = next((i for i, line in enumerate(lines) if i and not line.startswith((" ", "Traceback"))), len(lines) - 1)
+    return "\n".join(line for line in lines[:end + 1] if "/pyspark/" not in line)[-2000:]

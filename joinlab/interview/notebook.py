@@ -1,0 +1,55 @@
+"""The interview notebooks' helpers: a processor written in a cell as a solution module, the
+scenarios as a table, and the live output against the reference as a picture."""
+from __future__ import annotations
+
+import importlib
+import types
+
+import pandas as pd
+
+from joinlab import patterns, solutions
+from joinlab.interview import exercise
+from joinlab.interview import scenarios as fast
+
+
+def solution_of(**classes) -> types.ModuleType:
+    """Classes defined in the notebook (e.g. TweetViewsProcessor=TweetViewsProcessor) as a solution
+    module; Spark pickles them by value, as it does any class of the notebook's own."""
+    module = types.ModuleType("notebook_solution")
+    module.__dict__.update(classes)
+    return module
+
+
+def lab_solution(pattern: str) -> types.ModuleType:
+    """The lab's own answer (what the tests run the notebook with)."""
+    return importlib.import_module(patterns.job(pattern).SOLUTION)
+
+
+def run_scenarios(pattern: str, solution: types.ModuleType) -> pd.DataFrame:
+    """Every visible scenario through `solution`'s processors; prints each failure in words."""
+    job, ex = patterns.job(pattern), exercise(pattern)
+    module = solutions.of(job.SOLUTION, job.PROCESSORS, solution)
+    table = []
+    for scenario in fast.load_dir(ex.scenarios()):
+        outcome = fast.run(pattern, module, scenario)
+        table.append({"scenario": scenario.name, "ok": outcome.ok})
+        if not outcome.ok:
+            print("\n".join(fast.describe(outcome, ex.key)), end="\n\n")
+    passed = sum(row["ok"] for row in table)
+    print(f"{passed} of {len(table)} scenarios passed" + ("" if passed < len(table) else ": on to the live stage"))
+    return pd.DataFrame(table)
+
+
+def plot_against_reference(report) -> None:
+    """The live output's keys against the reference's, by verdict (a joinlab.verify Report)."""
+    import matplotlib.pyplot as plt
+    right = report.expected - len(report.missing) - len(report.stale) - len(report.mismatched)
+    verdicts = {"right": right, "missing": len(report.missing), "stale": len(report.stale),
+                "different": len(report.mismatched), "extra": len(report.extra)}
+    fig, ax = plt.subplots(figsize=(8, 3))
+    bars = ax.barh(list(verdicts), list(verdicts.values()),
+                   color=["tab:green", "tab:red", "tab:orange", "tab:purple", "tab:gray"])
+    ax.bar_label(bars)
+    ax.invert_yaxis()
+    ax.set(xlabel="keys", title=f"your output against the reference: {report.expected} keys expected")
+    fig.tight_layout()

@@ -1,0 +1,98 @@
+"""`joinlab interview pack PATTERN --out DIR`: a candidate's workspace, self-contained, without the
+answers: the prompt, the stub, the visible scenarios, the live stage's events with what the output
+must end with, and the lab's code minus every solution module, the references and the benchmark
+(which runs the solution). `make check` in it installs the lab and runs the grader.
+"""
+from __future__ import annotations
+
+import shutil
+import tarfile
+from pathlib import Path
+
+from joinlab.interview import ROOT, Exercise, exercise
+from joinlab.interview.live import write_expectation
+
+# What of the lab goes into a workspace: packages whole, less what holds or runs a solution.
+LAB_PACKAGES = ("joinlab", "jobs", "generators")
+LEFT_OUT = ("*_solution.py", "bench", "__pycache__", "*.pyc")
+
+
+def pyproject() -> str:
+    """The lab's pyproject with only the packages a workspace has (no references)."""
+    text = (ROOT / "pyproject.toml").read_text()
+    return text.replace('include = ["joinlab*", "jobs*", "generators*", "references*"]',
+                        'include = ["joinlab*", "jobs*", "generators*"]')
+
+
+def makefile(ex: Exercise) -> str:
+    grade = (f"$(VENV)/bin/joinlab interview check {ex.pattern} --solution {ex.module}.py --scenarios scenarios "
+             f"--expectation expectation.json")
+    return f"""# Your workspace for the {ex.pattern} exercise. `make check` grades {ex.module}.py.
+PYTHON ?= python3
+VENV ?= .venv
+
+.PHONY: check check-fast
+check: $(VENV)/.installed ## scenarios in memory, then the real job on Kafka and Spark (needs Java 17)
+\t{grade}
+
+check-fast: $(VENV)/.installed ## scenarios only: seconds, no Spark
+\t{grade} --fast
+
+$(VENV)/.installed: lab/pyproject.toml
+\ttest -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+\t$(VENV)/bin/pip install --quiet --disable-pip-version-check -e lab
+\ttouch $@
+"""
+
+
+def readme(ex: Exercise) -> str:
+    return f"""# Stream Join Lab: the {ex.pattern} exercise (level {ex.level}, {ex.time_box})
+
+1. Read `EXERCISE.md`: the data, the topics, what must come out, the questions to think about.
+2. Write your processor in `{ex.module}.py` (it runs as it is, and fails the grader).
+3. Grade it: `make check-fast` (the scenarios in `scenarios/`, in seconds), then `make check`
+   (also the real job: your processor on Kafka and Spark with out-of-order, duplicated and
+   malformed events, stopped and restarted from its checkpoint, compared with the right answer).
+
+Needs Python 3.10+ and Java 17 (for Spark). The first `make` installs the lab into `.venv`.
+`lab/` holds what the job is made of: parsing, keying and wiring (`lab/jobs/`), the generators
+and the grader; your processor is the one missing piece. Your interviewer may also run scenarios
+you do not see.
+"""
+
+
+def pack(pattern: str, out: Path, archive: bool = False) -> Path:
+    ex = exercise(pattern)
+    if out.exists():
+        shutil.rmtree(out)
+    (out / "lab").mkdir(parents=True)
+    for package in LAB_PACKAGES:
+        shutil.copytree(ROOT / package, out / "lab" / package, ignore=shutil.ignore_patterns(*LEFT_OUT))
+    (out / "lab" / "pyproject.toml").write_text(pyproject())
+    (out / "lab" / "README.md").write_text("The Stream Join Lab's code, less the solutions (an interview workspace).\n")
+    shutil.copy(ex.prompt(), out / "EXERCISE.md")
+    shutil.copy(ex.stub(), out / f"{ex.module}.py")
+    shutil.copytree(ex.scenarios(), out / "scenarios")
+    write_expectation(pattern, out / "expectation.json", seed=7, count=1200)
+    (out / "Makefile").write_text(makefile(ex))
+    (out / "README.md").write_text(readme(ex))
+    if archive:
+        with tarfile.open(f"{out}.tar.gz", "w:gz") as tar:
+            tar.add(out, arcname=out.name)
+    return out
+
+
+def main(args) -> int:
+    ex = exercise(args.pattern)
+    out = Path(args.out) if args.out else Path("workspace") / args.pattern
+    pack(args.pattern, out, archive=args.archive)
+    print(f"Interview workspace for {ex.pattern} (level {ex.level}, {ex.time_box}): {out}/")
+    if args.archive:
+        print(f"  and the same as one file: {out}.tar.gz")
+    print(f"""  1. read   {out}/EXERCISE.md
+  2. edit   {out}/{ex.module}.py  ({', '.join(ex.writes)})
+  3. grade  make -C {out} check-fast   (scenarios, seconds), then  make -C {out} check   (the real job)
+     or, in this lab:  make interview-check PATTERN={ex.pattern}
+The interviewer grades what comes back with the held-back scenarios too:
+  joinlab interview check {ex.pattern} --solution their_file.py --hidden exercises/hidden""")
+    return 0
