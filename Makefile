@@ -8,13 +8,15 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 PATTERN ?= tweet-views
 PYTEST_ARGS ?=
 ARGS ?=
+SOLUTION ?=
+HIDDEN ?=
 SERVICE ?=
 GENERATORS ?=
 NATIVE_FLAGS = $(if $(filter-out 0 no false,$(GENERATORS)),--generators)
 
 .DEFAULT_GOAL := help
 .PHONY: help install check-java demo test bench broker-start broker-stop broker-status verify \
-	up up-native down ps logs reset clean
+	up up-native down ps logs reset clean interview interview-check
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-15s %s\n", $$1, $$2}'
@@ -38,6 +40,12 @@ test: $(STAMP) check-java ## Run the whole test suite (unit + real broker + real
 
 bench: $(STAMP) check-java ## Print the benchmark table (client, Spark source, job, plain Python, latency)
 	$(LAB) bench
+
+interview: $(STAMP) ## Prepare a candidate workspace for PATTERN in workspace/PATTERN (no solution in it) and say what next
+	$(LAB) interview pack $(PATTERN) $(ARGS)
+
+interview-check: $(STAMP) check-java ## Grade PATTERN's SOLUTION (default: workspace/PATTERN's file, else the stub); HIDDEN=exercises/hidden adds the held-back scenarios
+	$(LAB) interview check $(PATTERN) $(if $(SOLUTION),--solution $(SOLUTION)) $(if $(HIDDEN),--hidden $(HIDDEN)) $(ARGS)
 
 broker-start: $(STAMP) ## Start the embedded Kafka-protocol broker in the background
 	$(LAB) broker start

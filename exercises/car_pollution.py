@@ -32,7 +32,8 @@ getMapState(name, "key type", "field type, ..."). A ValueState has exists(), get
 clear(); a MapState containsKey((k,)), getValue((k,)), updateValue((k,), tuple), removeKey((k,)),
 iterator() of ((k,), value), keys(), values().
 
-Grade it: joinlab interview check car-pollution --solution THIS_FILE   (or `make check` in a workspace)
+Grade it: `make check-fast`, then `make check` (in a workspace), or in the lab
+`joinlab interview check car-pollution --solution THIS_FILE`.
 """
 from __future__ import annotations
 

@@ -35,7 +35,8 @@ State lives in `handle`: getValueState(name, "field type, ..."), getMapState(nam
 "field type, ..."); ValueState exists(), get(), update(tuple), clear(); MapState containsKey((k,)),
 getValue((k,)), updateValue((k,), tuple), removeKey((k,)), iterator().
 
-Grade it: joinlab interview check lottery --solution THIS_FILE   (or `make check` in a workspace)
+Grade it: `make check-fast`, then `make check` (in a workspace), or in the lab
+`joinlab interview check lottery --solution THIS_FILE`.
 """
 from __future__ import annotations
 

@@ -35,7 +35,8 @@ getMapState(name, "key type", "field type, ..."); ValueState exists(), get(), up
 clear(); MapState containsKey((k,)), getValue((k,)), updateValue((k,), tuple), removeKey((k,)),
 iterator().
 
-Grade it: joinlab interview check money-enrichment --solution THIS_FILE   (or `make check` in a workspace)
+Grade it: `make check-fast`, then `make check` (in a workspace), or in the lab
+`joinlab interview check money-enrichment --solution THIS_FILE`.
 """
 from __future__ import annotations
 

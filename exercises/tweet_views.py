@@ -28,7 +28,8 @@ handle.getMapState(name, "key type", "field type, ..."), handle.getListState(...
 exists(), get(), update(tuple), clear(); a MapState containsKey((k,)), getValue((k,)),
 updateValue((k,), tuple), removeKey((k,)), iterator(), keys(), values().
 
-Grade it: joinlab interview check tweet-views --solution THIS_FILE   (or `make check` in a workspace)
+Grade it: `make check-fast`, then `make check` (in a workspace), or in the lab
+`joinlab interview check tweet-views --solution THIS_FILE`.
 """
 from __future__ import annotations
 

@@ -44,11 +44,12 @@ def _out_ms(row) -> int:
 
 
 def last_by_version(views: list[dict], key: str, version: Callable[[dict], tuple]) -> dict:
-    """key -> the view a consumer keeps: the highest version, the later one among equals."""
+    """key -> the view a consumer keeps: the highest version, the first one among equals (as the
+    jobs' `actual` reads the output topic)."""
     kept: dict = {}
     for view in views:
         current = kept.get(view[key])
-        if current is None or version(view) >= version(current):
+        if current is None or version(view) > version(current):
             kept[view[key]] = view
     return kept
 

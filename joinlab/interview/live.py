@@ -74,6 +74,12 @@ def run(pattern: str, solution: ModuleType, *, seed: int = 7, count: int = 1200,
     result.events = len(records)
     with demo_broker() as bootstrap, default_settings():
         create_topics(bootstrap, patterns.all_topics(pattern))
+        held = _records_on(bootstrap, patterns.all_topics(pattern))
+        if held:
+            result.error = (f"the live stage needs the pattern's topics empty, and {bootstrap} holds "
+                            + ", ".join(f"{n} records on {t}" for t, n in held.items())
+                            + ": unset KAFKA_BOOTSTRAP_SERVERS (a fresh embedded broker is used) or empty the topics")
+            return result
         send(bootstrap, records, progress=False)
         say(f"{len(records)} events on {', '.join(job.INPUT_TOPICS)} at {bootstrap}; "
             "starting the job with your processors")
@@ -102,6 +108,20 @@ def run(pattern: str, solution: ModuleType, *, seed: int = 7, count: int = 1200,
             result.lines = report.lines()
     result.seconds = time.monotonic() - began
     return result
+
+
+def _records_on(bootstrap: str, topics: list[str]) -> dict[str, int]:
+    """Topic -> records it holds, for the topics that hold any."""
+    from joinlab.topics import end_offsets, partitions_of, plain_consumer
+    consumer = plain_consumer(bootstrap)
+    try:
+        held: dict[str, int] = {}
+        for tp, end in end_offsets(consumer, partitions_of(consumer, topics)).items():
+            if end:
+                held[tp.topic] = held.get(tp.topic, 0) + end
+        return held
+    finally:
+        consumer.close()
 
 
 def _wait_for_batches(query, batches: int, timeout_s: float) -> None:

@@ -48,7 +48,7 @@ $(VENV)/.installed: lab/pyproject.toml
 def readme(ex: Exercise) -> str:
     return f"""# Stream Join Lab: the {ex.pattern} exercise (level {ex.level}, {ex.time_box})
 
-1. Read `EXERCISE.md`: the data, the topics, what must come out, the questions to think about.
+1. Read `{ex.module}.md`: the data, the topics, what must come out, the questions to think about.
 2. Write your processor in `{ex.module}.py` (it runs as it is, and fails the grader).
 3. Grade it: `make check-fast` (the scenarios in `scenarios/`, in seconds), then `make check`
    (also the real job: your processor on Kafka and Spark with out-of-order, duplicated and
@@ -70,7 +70,7 @@ def pack(pattern: str, out: Path, archive: bool = False) -> Path:
         shutil.copytree(ROOT / package, out / "lab" / package, ignore=shutil.ignore_patterns(*LEFT_OUT))
     (out / "lab" / "pyproject.toml").write_text(pyproject())
     (out / "lab" / "README.md").write_text("The Stream Join Lab's code, less the solutions (an interview workspace).\n")
-    shutil.copy(ex.prompt(), out / "EXERCISE.md")
+    shutil.copy(ex.prompt(), out / f"{ex.module}.md")
     shutil.copy(ex.stub(), out / f"{ex.module}.py")
     shutil.copytree(ex.scenarios(), out / "scenarios")
     write_expectation(pattern, out / "expectation.json", seed=7, count=1200)
@@ -89,7 +89,7 @@ def main(args) -> int:
     print(f"Interview workspace for {ex.pattern} (level {ex.level}, {ex.time_box}): {out}/")
     if args.archive:
         print(f"  and the same as one file: {out}.tar.gz")
-    print(f"""  1. read   {out}/EXERCISE.md
+    print(f"""  1. read   {out}/{ex.module}.md
   2. edit   {out}/{ex.module}.py  ({', '.join(ex.writes)})
   3. grade  make -C {out} check-fast   (scenarios, seconds), then  make -C {out} check   (the real job)
      or, in this lab:  make interview-check PATTERN={ex.pattern}

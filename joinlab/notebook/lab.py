@@ -124,23 +124,25 @@ class Lab:
                              **{"spark.sql.streaming.numRecentProgressUpdates": "1000"})
         return self.spark
 
-    def _observed_job(self) -> types.SimpleNamespace:
-        """The job with a count of records per output topic in every micro-batch's progress."""
+    def _observed_job(self, solution=None) -> types.SimpleNamespace:
+        """The job (with `solution`'s processors) and a count of records per output topic in every
+        micro-batch's progress."""
         from pyspark.sql import functions as F
         job = self.job
 
-        def build(raw):
-            out = job.build(raw)
+        def build(raw, _solution=None):
+            out = job.build(raw, solution)
             return out.observe(OBSERVED, *[F.count_if(F.col("topic") == t).alias(t) for t in job.OUTPUT_TOPICS])
         return types.SimpleNamespace(INPUT_TOPICS=job.INPUT_TOPICS, OUTPUT_TOPICS=job.OUTPUT_TOPICS, build=build,
                                      SPARK_CONF=getattr(job, "SPARK_CONF", {}))
 
     def start_job(self, trigger: str = "2 seconds", max_offsets_per_trigger: int | None = None,
-                  fresh: bool = True):
+                  fresh: bool = True, solution=None):
         """Start the job in this kernel's Spark session, or attach to it if it already runs.
 
         fresh: start from an empty checkpoint (reads the input topics from the beginning; an old
-        checkpoint may name offsets of a broker that no longer exists)."""
+        checkpoint may name offsets of a broker that no longer exists).
+        solution: the module its processors come from (a candidate's; None: the lab's own)."""
         from joinlab import job as runner
         spark = self.spark or self.start_spark()
         running = [q for q in spark.streams.active if q.name == self.query_name]
@@ -153,7 +155,7 @@ class Lab:
         if self.services is None:
             self.services = runner.services(self.job, self.bootstrap)
             self.services.__enter__()
-        self.query = runner.start(spark, self._observed_job(), self.bootstrap, self.checkpoint,
+        self.query = runner.start(spark, self._observed_job(solution), self.bootstrap, self.checkpoint,
                                   trigger_interval=trigger, max_offsets_per_trigger=max_offsets_per_trigger,
                                   name=self.query_name)
         print(f"started {self.query_name}: trigger every {trigger}, checkpoint {self.checkpoint}")

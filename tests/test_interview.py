@@ -1,0 +1,220 @@
+"""Interview mode: the stubs run and fail the grader readably, the solutions pass it, every common
+wrong answer (tests/wrong_answers/) fails on the scenario the guide names, the stored expectations
+are the reference's, and a packed workspace holds no solution and grades on its own."""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from joinlab.interview import EXERCISES, ROOT, exercise
+from joinlab.interview import scenarios as fast
+from joinlab.interview.grade import check, lines
+
+WRONG = ROOT / "tests" / "wrong_answers"
+SOLUTIONS = {p: ROOT / "jobs" / f"{e.module}_solution.py" for p, e in EXERCISES.items()}
+HIDDEN = ROOT / "exercises" / "hidden"
+
+# Each wrong answer of docs/interviewing.md, the scenario that exposes it, and (where the variant
+# has one) the switch that makes it right, so the scenario is seen to fail for that reason alone.
+WRONG_ANSWERS = [
+    ("tweet-views", "user_only", "tweet-before-its-author", None),
+    ("tweet-views", "user_only", "profile-update-re-emits-every-stored-tweet", None),
+    ("tweet-views", "last_arrival_wins", "stale-user-version-after-a-newer-one", None),
+    ("car-pollution", "range_scan", "a-zone-update-reaches-every-car-in-the-zone", ("RANGE_SCAN", False)),
+    ("lottery", "coupon_copy", "one-coupon-is-one-click", ("STORE_THE_DECREMENT", True)),
+    ("money-enrichment", "no_waiting", "a-transaction-before-its-session", None),
+]
+
+
+def scenario_results(report) -> dict:
+    return {s["name"]: s for s in report["fast"]["scenarios"]}
+
+
+@pytest.mark.parametrize("pattern", list(EXERCISES))
+def test_the_untouched_stub_runs_and_fails_every_scenario_saying_what_was_expected(pattern):
+    report = check(pattern, exercise(pattern).stub(), live="auto")
+    assert not report["ok"] and report["live"] is None, "the live stage waits until every scenario passes"
+    results = scenario_results(report)
+    assert len(results) >= 6 and not any(s["ok"] for s in results.values())
+    assert not any(s["error"] for s in results.values()), "a stub must run, not raise"
+    text = "\n".join(lines(report))
+    assert "emitted nothing in any scenario: start in " + ", ".join(exercise(pattern).writes) in text
+    first = next(iter(results.values()))
+    assert first["details"][1].strip() == fast.load_dir(exercise(pattern).scenarios())[0].says
+    assert "input, in arrival order:" in first["details"][2] and "batch 1" in first["details"][3]
+    assert any(re.search(r": expected .*, got nothing", d) for d in first["details"]), first["details"]
+    assert text.splitlines()[-1].startswith("RESULT: FAIL")
+
+
+@pytest.mark.parametrize("pattern", list(EXERCISES))
+def test_the_lab_solution_passes_every_visible_and_held_back_scenario(pattern):
+    report = check(pattern, SOLUTIONS[pattern], hidden_dir=HIDDEN, live="never")
+    assert report["ok"], "\n".join(lines(report))
+    held = [s for s in report["fast"]["scenarios"] if s["hidden"]]
+    assert len(held) >= 3 and report["fast"]["failed"] == 0
+
+
+@pytest.mark.parametrize("pattern", list(EXERCISES))
+def test_every_stored_expectation_is_what_the_reference_says(pattern):
+    ex = exercise(pattern)
+    stored = fast.load_dir(ex.scenarios()) + fast.load_dir(ex.hidden())
+    assert stored
+    for scenario in stored:
+        assert scenario.expect, f"{scenario.path}: an empty expectation checks nothing"
+        assert scenario.expect == fast.expected_by_reference(pattern, scenario), (
+            f"{scenario.path} is stale: run `joinlab interview scenarios {pattern} --refresh`")
+
+
+@pytest.mark.parametrize("pattern,variant,scenario,switch", WRONG_ANSWERS,
+                         ids=[f"{v}-{s}" for _, v, s, _ in WRONG_ANSWERS])
+def test_a_common_wrong_answer_fails_on_the_scenario_the_guide_names(pattern, variant, scenario, switch, tmp_path):
+    report = check(pattern, WRONG / f"{variant}.py", live="never")
+    named = scenario_results(report)[scenario]
+    assert not named["ok"] and not named["error"], named["details"]
+    assert f"FAIL {scenario}" in named["details"][0]
+    if switch:  # the same code with the mistake switched off passes that scenario
+        name, value = switch
+        right = tmp_path / f"{variant}_fixed.py"
+        right.write_text((WRONG / f"{variant}.py").read_text().replace(f"{name} = {not value}", f"{name} = {value}"))
+        assert scenario_results(check(pattern, right, live="never"))[scenario]["ok"]
+    guide = (ROOT / "docs" / "interviewing.md").read_text()
+    assert scenario in guide, f"docs/interviewing.md must pair this wrong answer with {scenario}"
+
+
+def test_a_processor_that_raises_is_reported_with_its_own_line_not_a_crash(tmp_path):
+    broken = tmp_path / "broken.py"
+    broken.write_text((ROOT / "exercises" / "tweet_views.py").read_text().replace(
+        "        return iter(())", "        return iter([1 / 0])"))
+    report = check("tweet-views", broken, live="never")
+    first = report["fast"]["scenarios"][0]
+    assert "ZeroDivisionError" in first["error"] and "broken.py" in first["error"]
+    assert "your code raised:" in "\n".join(first["details"])
+
+
+def test_a_file_without_the_processor_class_says_which_class_is_missing(tmp_path):
+    empty = tmp_path / "empty.py"
+    empty.write_text("x = 1\n")
+    report = check("car-pollution", empty, live="never")
+    assert not report["ok"] and "defines no CarMovesProcessor and no ZoneCarsProcessor" in report["error"]
+
+
+def test_check_prints_json_for_the_interviewer_and_exits_1_on_failure():
+    done = subprocess.run([sys.executable, "-m", "joinlab", "interview", "check", "tweet-views", "--fast", "--json",
+                           "--hidden", str(HIDDEN)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stderr
+    report = json.loads(done.stdout)
+    assert report["fast"]["passed"] == 0 and report["fast"]["failed"] >= 10
+    assert {s["hidden"] for s in report["fast"]["scenarios"]} == {True, False}
+
+
+# --- The live stage: the candidate's processors in the real job -----------------------------------
+
+@pytest.mark.spark
+@pytest.mark.parametrize("pattern", ["tweet-views", "car-pollution"])
+def test_the_live_stage_runs_the_solution_in_the_real_job_restarts_it_and_verifies(spark, pattern):
+    report = check(pattern, SOLUTIONS[pattern], live="always", count=800, spark=spark)
+    live = report["live"]
+    assert report["ok"], "\n".join(lines(report))
+    assert live["expected"] > 100 and live["mismatches"] == 0 and live["events"] >= 800
+    assert live["batches_before_restart"] >= 2 and live["restarted_at_batch"] >= 2, "it must resume, not restart"
+
+
+@pytest.mark.spark
+def test_the_live_stage_catches_what_the_scenarios_let_through(spark):
+    """--live runs the job even when scenarios fail: a wrong answer's mismatches are counted there too."""
+    report = check("tweet-views", WRONG / "user_only.py", live="always", count=600, spark=spark)
+    assert not report["ok"] and report["live"]["mismatches"] > 0 and report["live"]["error"] is None
+
+
+def test_the_live_stage_refuses_a_broker_whose_topics_already_hold_records(monkeypatch, tmp_path):
+    from joinlab import solutions
+    from joinlab.broker import EmbeddedBroker
+    from joinlab.generate import Record, send
+    from joinlab.interview import live
+    with EmbeddedBroker(log_path=tmp_path / "broker.log") as broker:
+        send(broker.bootstrap_servers, [Record("users", b"1", b"{}", "event")], progress=False)
+        monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", broker.bootstrap_servers)
+        result = live.run("tweet-views", solutions.from_file(SOLUTIONS["tweet-views"]), count=50)
+    assert not result.ok and "needs the pattern's topics empty" in result.error and "1 records on users" in result.error
+
+
+# --- A candidate's workspace ----------------------------------------------------------------------
+
+def significant_lines(path: Path) -> set[str]:
+    """Lines that can carry logic: not imports, comments, blank or short ones."""
+    lines = (line.strip() for line in path.read_text().splitlines())
+    return {text for text in lines if len(text) >= 16 and not text.startswith(("import ", "from ", "#"))}
+
+
+def secret_lines() -> set[str]:
+    """The solutions' and the references' lines that no given file (stub, wiring, lab) has too."""
+    secret, given = set(), set()
+    for ex in EXERCISES.values():
+        secret |= significant_lines(ROOT / "jobs" / f"{ex.module}_solution.py")
+        secret |= significant_lines(ROOT / "references" / f"{ex.module}.py")
+    for folder in ("exercises", "jobs", "joinlab", "generators"):
+        for path in (ROOT / folder).rglob("*.py"):
+            if not path.name.endswith("_solution.py") and "bench" not in path.parts:
+                given |= significant_lines(path)
+    return secret - given
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory):
+    out = tmp_path_factory.mktemp("ws") / "tweet-views"
+    done = subprocess.run([sys.executable, "-m", "joinlab", "interview", "pack", "tweet-views", "--out", str(out),
+                           "--archive"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert f"2. edit   {out}/tweet_views.py" in done.stdout and "make -C" in done.stdout
+    return out
+
+
+def test_a_packed_workspace_holds_no_solution_and_no_reference(workspace):
+    files = [p for p in workspace.rglob("*") if p.is_file()]
+    assert {"tweet_views.md", "README.md", "Makefile", "tweet_views.py", "expectation.json"} <= {p.name for p in files}
+    assert not [p for p in files if p.name.endswith("_solution.py") or "references" in p.parts or "bench" in p.parts]
+    secrets = secret_lines()
+    assert len(secrets) > 300, "the check must have something to look for"
+    leaks = [(p.relative_to(workspace), line) for p in files if p.suffix in (".py", ".md", ".json", "")
+             for line in secrets & {text.strip() for text in p.read_text(errors="replace").splitlines()}]
+    assert not leaks, f"solution or reference code in the workspace: {leaks[:5]}"
+    assert Path(f"{workspace}.tar.gz").stat().st_size > 10_000
+
+
+def isolated_python(tmp_path: Path) -> Path:
+    """A Python that sees this venv's packages but not the lab's own checkout: the workspace's
+    copy of the lab is all it can import (no solutions, no references)."""
+    env = tmp_path / "iso"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env)], check=True, timeout=120)
+    site = next((env / "lib").glob("python3*/site-packages"))
+    (site / "lab-deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    return env / "bin" / "python"
+
+
+def grade_in_workspace(python: Path, workspace: Path, solution: str, *flags) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(workspace / "lab")}
+    return subprocess.run([str(python), "-m", "joinlab", "interview", "check", "tweet-views", "--solution", solution,
+                           "--scenarios", "scenarios", "--expectation", "expectation.json", *flags],
+                          cwd=workspace, env=env, capture_output=True, text=True, timeout=600)
+
+
+def test_the_workspace_grades_on_its_own_the_stub_fails_and_a_right_answer_passes_live(workspace, tmp_path):
+    python = isolated_python(tmp_path)
+    probe = subprocess.run([str(python), "-c", "import importlib.util as u; print(u.find_spec('references'), "
+                                               "u.find_spec('jobs.tweet_views_solution'))"],
+                           env={**os.environ, "PYTHONPATH": str(workspace / "lab")}, cwd=workspace, capture_output=True,
+                           text=True)
+    assert probe.stdout.split() == ["None", "None"], probe.stdout + probe.stderr
+    stub = grade_in_workspace(python, workspace, "tweet_views.py", "--fast")
+    assert stub.returncode == 1 and "FAIL tweet-before-its-author" in stub.stdout, stub.stdout + stub.stderr
+    shutil.copy(SOLUTIONS["tweet-views"], workspace / "answer.py")  # as a candidate's right answer
+    done = grade_in_workspace(python, workspace, "answer.py")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "6 of 6 passed" in done.stdout and re.search(r"tweet-views: (\d+) expected, \1 in output, 0 mismatches",
+                                                        done.stdout), done.stdout
