@@ -36,14 +36,14 @@ step_start() { STEP=$1; STEP_T0=$(date +%s.%N); say "--- $STEP"; }
 step_end() {
   local took
   took=$(awk -v a="$STEP_T0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}')
-  TIMES+=("$(printf '%-26s %7s s' "$STEP" "$took")")
+  TIMES+=("$(printf '%-34s %7s s' "$STEP" "$took")")
   say "--- $STEP: ok in ${took} s"
 }
 print_times() {
   echo
   echo "compose-test: step times"
   printf '  %s\n' "${TIMES[@]}"
-  printf '  %-26s %7s s\n' "total" "$(awk -v a="$STARTED" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}')"
+  printf '  %-34s %7s s\n' "total" "$(awk -v a="$STARTED" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}')"
 }
 
 if ! command -v docker >/dev/null 2>&1; then say "no 'docker' command: run scripts/docker-engine.sh"; exit 3; fi
@@ -135,9 +135,12 @@ run() {
 # --- 1. build -----------------------------------------------------------------------------------
 step_start "build"
 run build env BUILDKIT_PROGRESS=plain "${DC[@]}" build || fail "docker compose build failed"
-grep -E 'KAFKA_CONNECTOR=labkafka|with-extra-ca|Kafka connector loads|CACHED' "$WORK/build.log" \
-  | sed 's/^#[0-9]* [0-9.]* /  /' | sort | uniq -c | sed 's/^/  /' | head -n 10
+grep -hoE "KAFKA_CONNECTOR=labkafka: building WITHOUT[^;]*|Spark's Kafka connector loads|with-extra-ca: also trusting[^(]*" \
+  "$WORK/build.log" | sort -u | sed 's/^/  /'
+echo "  $(docker image ls --format '{{.Repository}}:{{.Tag}} {{.ID}} {{.Size}}' stream-join-lab:latest)"
 step_end
+
+bash scripts/notebooks-writable.sh
 
 # --- 2. up --------------------------------------------------------------------------------------
 step_start "up --wait (health checks)"
@@ -170,6 +173,14 @@ for wrong in ("", "0" * 32):
 with urllib.request.urlopen(f"http://{address}/api/status?token={token}", timeout=10) as ok:
     assert ok.status == 200, ok.status
 print(f"  http://{address}: refused without the token (and with a wrong one), 200 with it")
+# With the token, JupyterLab can save into ./notebooks (the bind mount its non-root user writes to).
+url = f"http://{address}/api/contents/compose-test-write-check.ipynb?token={token}"
+body = b'{"type": "notebook", "content": {"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}}'
+request = urllib.request.Request(url, data=body, method="PUT", headers={"Content-Type": "application/json"})
+with urllib.request.urlopen(request, timeout=10) as saved:
+    assert saved.status in (200, 201), saved.status
+urllib.request.urlopen(urllib.request.Request(url, method="DELETE"), timeout=10).close()
+print("  JupyterLab saved (and deleted) a notebook in ./notebooks")
 CHECK
 step_end
 
@@ -194,7 +205,17 @@ for pattern in "${PATTERNS[@]}"; do
   step_start "$pattern: job on the cluster"
   run "job-$pattern" "${DC[@]}" exec -T jupyter joinlab run "$pattern" --available-now --reset \
     || fail "the $pattern job failed"
-  grep -iE 'master|kafka|caught up|stopp|finished' "$WORK/job-$pattern.log" | tail -n 4 | sed 's/^/  /'
+  # The job ran on the cluster: the master lists it as a finished application that had executors' cores.
+  "${DC[@]}" exec -T jupyter python3 - "job-$pattern" <<'ON_CLUSTER' || fail "the Spark master has no finished application job-$pattern"
+import json
+import sys
+import urllib.request
+master = json.load(urllib.request.urlopen("http://spark-master:8080/json/", timeout=10))
+apps = [a for a in master["completedapps"] if a["name"] == sys.argv[1]]
+assert apps and apps[-1]["state"] == "FINISHED" and apps[-1]["cores"] > 0, master["completedapps"]
+print(f"  {sys.argv[1]} ran on {master['url']}: {apps[-1]['cores']} cores on {master['aliveworkers']} worker(s), "
+      f"{apps[-1]['duration'] / 1000:.1f} s")
+ON_CLUSTER
   step_end
   step_start "$pattern: verify"
   run "verify-$pattern" "${DC[@]}" exec -T jupyter joinlab verify "$pattern" || fail "$pattern does not match its reference"

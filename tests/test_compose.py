@@ -33,6 +33,7 @@ DOCKERFILE = ROOT / "docker" / "Dockerfile"
 ENV_EXAMPLE = ROOT / ".env.example"
 COMPOSE_UP = ROOT / "scripts" / "compose-up.sh"
 COMPOSE_TEST = ROOT / "scripts" / "compose-test.sh"
+NOTEBOOKS_WRITABLE = ROOT / "scripts" / "notebooks-writable.sh"
 NO_REGISTRY_FILE = ROOT / "docker-compose.no-registry.yml"
 BUILD_SCRIPTS = ROOT / "docker"
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "shared" / "schemas" / "compose-spec.json"
@@ -820,6 +821,7 @@ def checkout(tmp_path):
     repo = tmp_path / "repo"
     (repo / "scripts").mkdir(parents=True)
     shutil.copy2(COMPOSE_UP, repo / "scripts" / "compose-up.sh")
+    shutil.copy2(NOTEBOOKS_WRITABLE, repo / "scripts" / "notebooks-writable.sh")
     shutil.copy2(ENV_EXAMPLE, repo / ".env.example")
     fakebin = tmp_path / "bin"
     fakebin.mkdir()
@@ -894,6 +896,23 @@ def test_compose_up_keeps_a_users_token_and_fills_an_empty_one(checkout):
     assert _compose_up(repo, env).returncode == 0
     assert re.fullmatch(r"[0-9a-f]{32}", _token(repo))
     assert (repo / ".env").read_text().count("JUPYTER_TOKEN=") == 1
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the notebooks are handed to the image's user only when Docker runs as root")
+def test_as_root_the_notebooks_are_handed_to_the_images_user(checkout):
+    """JupyterLab runs as LAB_UID on the bind-mounted ./notebooks: root's files would be read-only to it."""
+    repo, env, _ = checkout
+    (repo / "notebooks" / "sub").mkdir(parents=True)
+    (repo / "notebooks" / "sub" / "a.ipynb").write_text("{}")
+    (repo / ".env").write_text("JUPYTER_TOKEN=x\nLAB_UID=4321\n")
+    assert _compose_up(repo, env).returncode == 0
+    for path in (repo / "notebooks", repo / "notebooks" / "sub", repo / "notebooks" / "sub" / "a.ipynb"):
+        assert path.stat().st_uid == 4321, path
+    env["LAB_UID"] = "1000"
+    done = subprocess.run(["bash", str(repo / "scripts" / "notebooks-writable.sh")], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "uid 1000" in done.stdout
+    assert (repo / "notebooks" / "sub" / "a.ipynb").stat().st_uid == 1000
 
 
 def test_compose_up_reports_a_failed_start_with_composes_status(checkout):
