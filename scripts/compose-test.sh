@@ -18,7 +18,7 @@
 # trusts LAB_EXTRA_CA_BUNDLE, by default this machine's CA bundle (so it works behind the same TLS
 # interception as the host; LAB_EXTRA_CA_BUNDLE=none for no extra CA).
 #
-# Exit status: 0 = all verified; 3 = no Docker engine or Compose v2 here (nothing was started);
+# Exit status: 0 = all verified; 3 = no Docker engine, Compose v2 or base image here (nothing started);
 # anything else = a step failed (its output is printed, and the stack is torn down all the same).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -67,7 +67,7 @@ elif docker image inspect "$LOCAL_BASE_IMAGE" >/dev/null 2>&1; then
   export PYTHON_IMAGE=$LOCAL_BASE_IMAGE
 else
   say "no base image: neither $OFFICIAL_BASE_IMAGE nor $LOCAL_BASE_IMAGE is here; run scripts/docker-engine.sh"
-  exit 1
+  exit 3
 fi
 say "base image: $PYTHON_IMAGE"
 if [ -z "${KAFKA_CONNECTOR:-}" ]; then

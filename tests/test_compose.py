@@ -967,6 +967,8 @@ def test_the_stack_comes_up_healthy_and_runs_two_patterns_through_kafka_and_the_
     env = {k: v for k, v in os.environ.items() if k not in ("JUPYTER_TOKEN", "COMPOSE_PROFILES")}
     done = subprocess.run(["bash", str(COMPOSE_TEST)], env=env, capture_output=True, text=True, timeout=3300)
     print(done.stdout[-6000:])  # the step times, in pytest's captured output
+    if done.returncode == 3:  # an engine, but no Compose v2 or base image: nothing was started
+        pytest.skip(done.stdout.strip().splitlines()[-1])
     assert done.returncode == 0, done.stdout[-8000:] + done.stderr[-4000:]
     for service in ("kafka", "topics", "spark-master", "spark-worker", "jupyter", "lookup"):
         assert re.search(rf"^  {service}\t(running\t.*\(healthy\)|exited\tExited \(0\))", done.stdout, re.M), service
