@@ -138,8 +138,11 @@ else
   as_root tar -C "$rootfs" -c . | docker import - "$LOCAL_BASE_IMAGE-minbase" >/dev/null \
     || fail "docker import of the debootstrap root failed"
   as_root rm -rf "$rootfs" "$rootfs.log"
-  docker build -q -t "$LOCAL_BASE_IMAGE" --build-arg "MINBASE=$LOCAL_BASE_IMAGE-minbase" \
-    -f docker/base.Dockerfile docker >/dev/null || fail "building $LOCAL_BASE_IMAGE (docker/base.Dockerfile) failed"
+  build_log=$(mktemp)
+  docker build -t "$LOCAL_BASE_IMAGE" --build-arg "MINBASE=$LOCAL_BASE_IMAGE-minbase" \
+    -f docker/base.Dockerfile docker >"$build_log" 2>&1 \
+    || { tail -n 30 "$build_log" >&2; fail "building $LOCAL_BASE_IMAGE (docker/base.Dockerfile) failed"; }
+  rm -f "$build_log"
   say "base image: built $LOCAL_BASE_IMAGE ($(docker run --rm "$LOCAL_BASE_IMAGE" python3 --version))"
 fi
 say "ready: engine, Compose v2 and a base image ('bash scripts/docker-engine.sh --stop' stops the engine)"
