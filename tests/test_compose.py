@@ -954,6 +954,12 @@ def test_docker_compose_accepts_the_file(tmp_path):
     result = subprocess.run([*base, "--env-file", str(without_token), "config", "-q"], env=env,
                             capture_output=True, text=True, timeout=120)
     assert result.returncode != 0 and "JUPYTER_TOKEN" in result.stderr
+    # The no-registry override merges onto the file: Kafka becomes the lab image, with no ports.
+    result = subprocess.run([*base, "-f", str(NO_REGISTRY_FILE), "--env-file", str(with_token), "config",
+                             "--format", "json"], env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    kafka = json.loads(result.stdout)["services"]["kafka"]
+    assert kafka["image"] == LAB_IMAGE and not kafka.get("ports") and not kafka.get("environment")
 
 
 @pytest.mark.docker
