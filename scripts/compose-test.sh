@@ -101,7 +101,7 @@ teardown() {
   trap - EXIT
   step_start "down (volumes too)"
   "${DC[@]}" --profile generators down --volumes --remove-orphans --timeout 20 >"$WORK/down.log" 2>&1 \
-    || { cat "$WORK/down.log"; status=${status/#0/1}; }
+    || { cat "$WORK/down.log"; [ "$status" = 0 ] && status=1; }
   left=$(docker ps -aq --filter "label=com.docker.compose.project=$PROJECT")
   volumes=$(docker volume ls -q --filter "label=com.docker.compose.project=$PROJECT")
   networks=$(docker network ls -q --filter "label=com.docker.compose.project=$PROJECT")
@@ -182,6 +182,9 @@ with urllib.request.urlopen(request, timeout=10) as saved:
 urllib.request.urlopen(urllib.request.Request(url, method="DELETE"), timeout=10).close()
 print("  JupyterLab saved (and deleted) a notebook in ./notebooks")
 CHECK
+# JupyterLab deletes to a trash folder in ./notebooks: take the check's notebook out of it again.
+find notebooks -path 'notebooks/.Trash-*' -name 'compose-test-write-check.ipynb*' -delete
+find notebooks -depth -path 'notebooks/.Trash-*' -type d -empty -delete
 step_end
 
 # --- 4. ports -----------------------------------------------------------------------------------
