@@ -16,7 +16,7 @@ NATIVE_FLAGS = $(if $(filter-out 0 no false,$(GENERATORS)),--generators)
 
 .DEFAULT_GOAL := help
 .PHONY: help install check-java demo test bench broker-start broker-stop broker-status verify \
-	up up-native down ps logs reset clean interview interview-check
+	up up-native down ps logs reset clean interview interview-check compose-test docker-engine
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-15s %s\n", $$1, $$2}'
@@ -65,6 +65,12 @@ up: $(STAMP) ## Start the lab: Docker Compose if Docker runs (ARGS="--scale spar
 	elif [ $$status -eq 3 ]; then echo "make up: falling back to the same lab as local processes (make up-native)"; \
 		bash scripts/check-java.sh && $(LAB) lab up $(NATIVE_FLAGS); \
 	else exit $$status; fi
+
+compose-test: ## Build the image, start the Compose stack, run 2 patterns through it, verify, remove it all
+	@bash scripts/compose-test.sh
+
+docker-engine: ## Linux without Docker Desktop: install + start Docker, Compose v2, a local base image (root)
+	@bash scripts/docker-engine.sh
 
 up-native: $(STAMP) check-java ## Start broker, topics, Spark master + worker, JupyterLab as local processes (GENERATORS=1 adds generators)
 	$(LAB) lab up $(NATIVE_FLAGS)

@@ -53,8 +53,8 @@ fi
 if ! grep -q '^LAB_UID=' .env && [ "$(id -u)" != 0 ]; then
   printf 'LAB_UID=%s\n' "$(id -u)" >> .env
 fi
-# Created here, not by Docker (which would make it root-owned).
-mkdir -p notebooks
+# Created here, not by Docker (which would make it root-owned); as root, handed to the image's user.
+bash scripts/notebooks-writable.sh
 
 docker compose up -d --build --wait "$@" || {
   status=$?

@@ -2,11 +2,13 @@
 
 `bootstrap` runs every integration test against the embedded broker (a fresh one per test: it
 starts in ~0.1 s and its memory storage isolates tests) and, where a Docker engine is reachable,
-against Apache Kafka through testcontainers; elsewhere that variant skips and says why.
+against Apache Kafka through testcontainers where a Docker engine answers and the images can be had
+(already here, or pulled from a registry that answers); elsewhere that variant skips and says why.
 """
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import signal
 import subprocess
@@ -37,6 +39,49 @@ def docker_problem() -> str | None:
     return None
 
 
+# How long one `docker pull` may take before the registry counts as not answering.
+PULL_TIMEOUT_S = float(os.environ.get("LAB_DOCKER_PULL_TIMEOUT_S", "120"))
+
+
+def testcontainers_images() -> list[str]:
+    """The images the Apache Kafka variant runs: the broker, and testcontainers' reaper (Ryuk)
+    unless TESTCONTAINERS_RYUK_DISABLED is set."""
+    images = [APACHE_KAFKA_IMAGE]
+    try:
+        from testcontainers.core.config import testcontainers_config as config
+    except ImportError:
+        return images
+    if not config.ryuk_disabled:
+        images.append(config.ryuk_image)
+    return images
+
+
+@functools.cache
+def image_problem(image: str) -> str | None:
+    """None when `image` is in the local image store or pulls within PULL_TIMEOUT_S, else why not.
+    Asked once per test session: where no registry answers, the first pull's failure is the answer."""
+    if subprocess.run(["docker", "image", "inspect", image], capture_output=True, timeout=60).returncode == 0:
+        return None
+    try:
+        pulled = subprocess.run(["docker", "pull", "--quiet", image], capture_output=True, text=True,
+                                timeout=PULL_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return f"`docker pull {image}` did not finish within {PULL_TIMEOUT_S:.0f}s (no container registry answers?)"
+    if pulled.returncode != 0:
+        reason = (pulled.stderr.strip().splitlines() or ["?"])[-1]
+        return f"{image} is not here and cannot be pulled (no container registry answers?): {reason}"
+    return None
+
+
+@functools.cache
+def apache_kafka_problem() -> str | None:
+    """None when the Apache Kafka variant can run here: an engine answers and its images can be had."""
+    problem = docker_problem()
+    if problem:
+        return problem
+    return next(filter(None, map(image_problem, testcontainers_images())), None)
+
+
 @pytest.fixture(params=["embedded", "apache-kafka"])
 def bootstrap(request, tmp_path):
     if request.param == "embedded":
@@ -44,9 +89,9 @@ def bootstrap(request, tmp_path):
         with EmbeddedBroker(log_path=tmp_path / "broker.log") as broker:
             yield broker.bootstrap_servers
         return
-    problem = docker_problem()
+    problem = apache_kafka_problem()
     if problem:
-        pytest.skip(f"Apache Kafka variant needs Docker: {problem}")
+        pytest.skip(f"Apache Kafka variant needs Docker and the {APACHE_KAFKA_IMAGE} image: {problem}")
     from testcontainers.kafka import KafkaContainer
     with KafkaContainer(APACHE_KAFKA_IMAGE).with_kraft() as kafka:
         yield kafka.get_bootstrap_server()
