@@ -23,7 +23,7 @@ from typing import Iterator
 from pyspark.sql import Row
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
-from jobs.money_enrichment_rules import Settings, tx_order, user_as_of
+from jobs.money_enrichment_rules import Settings, tx_order, user_as_of, user_version_key
 from joinlab.events import timer_ms
 from joinlab.named_state import grouping_key
 
@@ -165,6 +165,8 @@ class UserEnrich(Timely):
         updates = [r for r in rows if r.kind == USER_UPDATE]
         for row in updates:
             self._remember(row)
+        if updates:  # superseded versions leave once they are older than the horizon
+            self.cleanup_timer(key, timer_ms(max(r.t_us for r in updates)) + self.config.dedup_horizon_ms, watermark)
         for row in sorted(updates, key=lambda r: r.t_us):
             if row.t_us <= watermark * 1000:  # late: some decided transactions may have used an older version
                 yield from self._correct_users(key, row.t_us, watermark)
@@ -175,6 +177,16 @@ class UserEnrich(Timely):
             else:
                 self.pending.updateValue((row.tx_id,), self._values(tx))
                 self.wake(key, timer_ms(row.t_us), watermark)
+
+    def _forget_versions(self, watermark: int) -> None:
+        """Of the versions older than the dedup horizon, only the newest can still be anyone's
+        as-of version: corrections and decisions reach back no further (docs/money_enrichment.md)."""
+        old = [(t, version) for (version,), (t, *_) in self.users.iterator()
+               if timer_ms(t) + self.config.dedup_horizon_ms <= watermark]
+        for t, version in sorted(old, key=lambda v: user_version_key(*v))[:-1]:
+            self.users.removeKey((version,))
+        if len(old) > 1:
+            self._versions = None
 
     def _remember(self, row) -> None:
         self.users.updateValue((row.version,), (row.t_us, row.name, row.country, row.segment))
@@ -238,6 +250,7 @@ class UserEnrich(Timely):
             for (tx_id,), values in list(self.decided.iterator()):
                 if timer_ms(values[DECIDED_SCHEMA_NAMES.index("t_us")]) + self.config.dedup_horizon_ms <= watermark:
                     self.decided.removeKey((tx_id,))
+            self._forget_versions(watermark)
         if not self.first_sweep(key, watermark):
             return
         self._versions = self._firsts = None
