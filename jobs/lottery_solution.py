@@ -23,7 +23,7 @@ from jobs.lottery_rules import (ALREADY_STARTED, BOUGHT, DEDUP_HORIZON_US, INACT
                                 STARTED, order_key)
 from jobs.lottery_stages import ENTRY, EVENT, LOTTERY, PASS, USER, entity_key, flow, reject
 from joinlab.events import timer_ms
-from joinlab.named_state import KeyCache, ddl, load
+from joinlab.named_state import KeyCache, ddl, load, move_timer
 
 SEEN_BUCKET_US = 60_000_000  # seen ids are stored per minute of event time: one state entry per key and minute
 
@@ -94,13 +94,8 @@ class _EventTimeBuffer(StatefulProcessor):
     def store(self, key, buffer: Buffer) -> None:
         """Write the key's buffer (read with buffer() in this batch) and keep exactly one timer,
         at the earliest time the key has something to do."""
-        before, due = self.buffers.peek(key), self.next_due(buffer)
-        if due != buffer.timer:
-            if buffer.timer is not None:
-                self.handle.deleteTimer(buffer.timer)
-            if due is not None:
-                self.handle.registerTimer(due)
-            buffer = buffer._replace(timer=due)
+        before = self.buffers.peek(key)
+        buffer = buffer._replace(timer=move_timer(self.handle, buffer.timer, self.next_due(buffer)))
         if buffer.events or buffer.seen_minutes:
             self.pending.update(buffer)
         elif before != EMPTY:

@@ -21,7 +21,7 @@ from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
 from jobs.lottery_rules import WINDOW_US, draw, message, window_start
 from joinlab.events import timer_ms
-from joinlab.named_state import KeyCache, ddl, grouping_key, load
+from joinlab.named_state import KeyCache, ddl, grouping_key, load, move_timer
 
 EVENT, ENTRY, REJECTION, WINNER = "event", "entry", "rejection", "winner"
 LOTTERY, USER, PASS = "lottery", "user", "pass"
@@ -88,12 +88,7 @@ class Draw(StatefulProcessor):
 
     def _store(self, key, value: Entries) -> None:
         due = min((timer_ms(e.window_start_us + WINDOW_US) for e in value.entries), default=None)
-        if due != value.timer:
-            if value.timer is not None:
-                self.handle.deleteTimer(value.timer)
-            if due is not None:
-                self.handle.registerTimer(due)
-            value = value._replace(timer=due)
+        value = value._replace(timer=move_timer(self.handle, value.timer, due))
         if value.entries:
             self.entries.update(value)
         elif self.cache.peek(key).entries:

@@ -103,3 +103,15 @@ class KeyCache:
     def peek(self, key: tuple):
         """The value read or written for `key` in this batch (None: neither)."""
         return self._values.get(grouping_key(key))
+
+
+def move_timer(handle, registered: int | None, due: int | None) -> int | None:
+    """Keep a key's one timer at `due` (None: no timer): the registered one is deleted when it
+    moves. One timer per key, not one per event: Spark makes two round trips per fired timer,
+    and registering an existing one again logs a warning. Returns the timer now registered."""
+    if due != registered:
+        if registered is not None:
+            handle.deleteTimer(registered)
+        if due is not None:
+            handle.registerTimer(due)
+    return due
