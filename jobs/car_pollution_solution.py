@@ -6,20 +6,41 @@
      entry per car, keyed by the native car id); emits a car on ADD, every car of the zone on a
      new reading, and a DEL (a retraction) when a car leaves.
 Stale events (a lower per-entity `seq` than the stored one) are ignored, so the last record per
-car never depends on arrival order.
+car never depends on arrival order. Each key's state is read at most once per micro-batch (every
+state call is a round trip to the JVM). State is bounded by the fleet: one entry per car and one
+per zone and car in it (docs/car_pollution.md, "State and its bounds").
 """
 from __future__ import annotations
 
-from typing import Iterator
+from datetime import datetime
+from typing import Iterator, NamedTuple
 
 from pyspark.sql import Row
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
 from jobs.car_pollution import ADD, DEL, READING, op_row
+from joinlab.named_state import ddl, load
 
-CAR_STATE = "seq bigint, zone_id bigint"
-ZONE_STATE = "seq bigint, pollution_level double, event_time timestamp"
-CAR_IN_ZONE = "seq bigint, plate string, fuel_level double, event_time timestamp"
+
+class Car(NamedTuple):
+    """Stage 1's state of a car: its latest arrival's seq and zone."""
+    seq: int
+    zone_id: int
+
+
+class Reading(NamedTuple):
+    """A zone's latest reading."""
+    seq: int
+    pollution_level: float
+    event_time: datetime
+
+
+class CarInZone(NamedTuple):
+    """A car in a zone (MapState value, keyed by car_id)."""
+    seq: int
+    plate: str
+    fuel_level: float
+    event_time: datetime
 
 
 class CarMovesProcessor(StatefulProcessor):
@@ -28,7 +49,7 @@ class CarMovesProcessor(StatefulProcessor):
     never deleted from the zone it is in). Readings are forwarded unchanged."""
 
     def init(self, handle: StatefulProcessorHandle) -> None:
-        self.car = handle.getValueState("car", CAR_STATE)
+        self.car = handle.getValueState("car", ddl(Car))
 
     def handleInputRows(self, key, rows, timerValues) -> Iterator[Row]:
         rows = list(rows)  # the rows of one car, or of one zone: its readings pass through
@@ -37,13 +58,13 @@ class CarMovesProcessor(StatefulProcessor):
                 yield op_row(READING, r.zone_id, reading_seq=r.seq, pollution_level=r.pollution_level,
                           reading_time=r.event_time)
             return
-        stored = self.car.get() if self.car.exists() else None
+        stored = load(Car, self.car.get()) if self.car.exists() else None  # asking first: an absent get() warns
         latest = max(rows, key=lambda r: r.seq)
-        if stored is not None and latest.seq <= stored[0]:
+        if stored is not None and latest.seq <= stored.seq:
             return  # stale or duplicate
-        if stored is not None and stored[1] != latest.to_zone_id:
-            yield op_row(DEL, stored[1], car_id=latest.car_id, car_seq=stored[0])
-        self.car.update((latest.seq, latest.to_zone_id))
+        if stored is not None and stored.zone_id != latest.to_zone_id:
+            yield op_row(DEL, stored.zone_id, car_id=latest.car_id, car_seq=stored.seq)
+        self.car.update(Car(latest.seq, latest.to_zone_id))
         yield op_row(ADD, latest.to_zone_id, latest)
 
     def close(self) -> None:
@@ -56,40 +77,46 @@ class ZoneCarsProcessor(StatefulProcessor):
     car of the zone on a newer reading, and a DEL record when a car leaves."""
 
     def init(self, handle: StatefulProcessorHandle) -> None:
-        self.reading = handle.getValueState("reading", ZONE_STATE)
-        self.cars = handle.getMapState("cars", "car_id bigint", CAR_IN_ZONE)
+        self.reading = handle.getValueState("reading", ddl(Reading))
+        self.cars = handle.getMapState("cars", "car_id bigint", ddl(CarInZone))
 
     def handleInputRows(self, key, rows, timerValues) -> Iterator[Row]:
         zone_id = key[0]
-        reading = self.reading.get() if self.reading.exists() else None
+        reading = load(Reading, self.reading.get()) if self.reading.exists() else None
         reading_changed, added, removed = False, {}, []
         for r in rows:
             if r.op == READING:
-                if reading is None or r.reading_seq > reading[0]:
-                    reading, reading_changed = (r.reading_seq, r.pollution_level, r.reading_time), True
+                if reading is None or r.reading_seq > reading.seq:
+                    reading, reading_changed = Reading(r.reading_seq, r.pollution_level, r.reading_time), True
             elif r.op == ADD:
-                added[r.car_id] = (r.car_seq, r.plate, r.fuel_level, r.car_time)
+                added[r.car_id] = CarInZone(r.car_seq, r.plate, r.fuel_level, r.car_time)
             else:
                 removed.append(r)
         if reading_changed:
             self.reading.update(reading)
+        # A new reading re-emits every car: read them all once, and the DELs find their cars there.
+        cars = {car_id: CarInZone(*car) for (car_id,), car in self.cars.iterator()} if reading_changed else None
         for r in removed:  # a DEL retracts the entry stage 1 put here; a newer entry is kept
-            if r.car_id not in added and self.cars.containsKey((r.car_id,)):
-                car = self.cars.getValue((r.car_id,))
-                if car[0] <= r.car_seq:
-                    self.cars.removeKey((r.car_id,))
-                    yield self._view(DEL, zone_id, r.car_id, car, reading)
+            if r.car_id in added:
+                continue
+            car = cars.get(r.car_id) if cars is not None else load(CarInZone, self.cars.getValue((r.car_id,)))
+            if car is not None and car.seq <= r.car_seq:
+                self.cars.removeKey((r.car_id,))
+                if cars is not None:
+                    del cars[r.car_id]
+                yield self._view(DEL, zone_id, r.car_id, car, reading)
         for car_id, car in added.items():
             self.cars.updateValue((car_id,), car)
-        emit = self.cars.iterator() if reading_changed else (((c,), v) for c, v in added.items())
-        for (car_id,), car in emit:
+        if cars is not None:
+            cars.update(added)
+        for car_id, car in (cars if cars is not None else added).items():
             yield self._view(ADD, zone_id, car_id, car, reading)
 
     @staticmethod
-    def _view(op: str, zone_id: int, car_id: int, car: tuple, reading: tuple | None) -> Row:
+    def _view(op: str, zone_id: int, car_id: int, car: CarInZone, reading: Reading | None) -> Row:
         seq, level, at = reading if reading is not None else (None, None, None)
-        return Row(op=op, car_id=car_id, car_seq=car[0], plate=car[1], zone_id=zone_id, fuel_level=car[2],
-                   car_time=car[3], reading_seq=seq, pollution_level=level, reading_time=at)
+        return Row(op=op, car_id=car_id, car_seq=car.seq, plate=car.plate, zone_id=zone_id, fuel_level=car.fuel_level,
+                   car_time=car.event_time, reading_seq=seq, pollution_level=level, reading_time=at)
 
     def close(self) -> None:
         pass

@@ -19,6 +19,9 @@ ALREADY_STARTED, NON_POSITIVE, INACTIVE, NO_COUPON, LATE = (
     "already-started", "non-positive-amount", "inactive-lottery", "no-coupon", "late")
 
 WINDOW_US = 10_000_000  # 10-second tumbling windows, [start, start + 10 s)
+# An event id is remembered (a re-send dropped) until the watermark passes its time + this. A
+# re-send older than that is behind the watermark: rejected as late, never counted twice.
+DEDUP_HORIZON_US = 10 * 60 * 1_000_000
 
 
 def message(rule: str, event_type: str, lottery_id: int | None, user_id: int | None) -> str:

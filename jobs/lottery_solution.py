@@ -8,59 +8,125 @@ the wiring: lottery.py).
 
 Why wait for the watermark instead of applying rules on arrival: then no decision depends on the
 order the two topics were read, on partitions or on micro-batch boundaries; only on event times.
+
+State per key is read once and written once per micro-batch, with one timer at a time: every
+state or timer call is a round trip to the JVM (docs/lottery.md, "State and its bounds").
 """
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 from pyspark.sql import Row
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
-from jobs.lottery_rules import (ALREADY_STARTED, BOUGHT, INACTIVE, LATE, NO_COUPON, NON_POSITIVE, STARTED,
-                                order_key)
+from jobs.lottery_rules import (ALREADY_STARTED, BOUGHT, DEDUP_HORIZON_US, INACTIVE, LATE, NO_COUPON, NON_POSITIVE,
+                                STARTED, order_key)
 from jobs.lottery_stages import ENTRY, EVENT, LOTTERY, PASS, USER, entity_key, flow, reject
 from joinlab.events import timer_ms
+from joinlab.named_state import KeyCache, ddl, load, move_timer
 
-PENDING = "type string, t_us bigint, lottery_id bigint, user_id bigint, amount bigint"
-
-
-def _event_fields(event_id: str, p) -> dict:
-    """The event's own fields from a row or a PENDING tuple (type, t_us, lottery_id, user_id, amount)."""
-    kind, t_us, lottery_id, user_id, amount = p
-    return dict(event_id=event_id, type=kind, t_us=t_us, lottery_id=lottery_id, user_id=user_id, amount=amount)
+SEEN_BUCKET_US = 60_000_000  # seen ids are stored per minute of event time: one state entry per key and minute
 
 
-def _pending(row) -> tuple:
-    return row.type, row.t_us, row.lottery_id, row.user_id, row.amount
+class Held(NamedTuple):
+    """An event waiting for the watermark: its own fields."""
+    event_id: str
+    type: str
+    t_us: int
+    lottery_id: int | None
+    user_id: int | None
+    amount: int | None
+
+
+class Buffer(NamedTuple):
+    """A key's events waiting for the watermark, the one timer registered to release them (or to
+    forget old seen ids), and the minutes of event time the key has seen ids of (stage 1)."""
+    timer: int | None
+    events: list[Held]
+    seen_minutes: list[int]
+
+
+class Started(NamedTuple):
+    t_us: int
+
+
+class Seen(NamedTuple):
+    """The event ids a key took in during one minute of event time (keyed by the minute's start)."""
+    ids: list[str]
+
+
+class CouponCount(NamedTuple):
+    coupons: int
+
+
+EMPTY = Buffer(None, [], [])
+
+
+def _minute(t_us: int) -> int:
+    return t_us - t_us % SEEN_BUCKET_US
+
+
+def _forget_ms(minute_us: int) -> int:
+    """The watermark at which a minute's seen ids leave: every id in it is then behind the
+    watermark by more than the horizon."""
+    return timer_ms(minute_us + SEEN_BUCKET_US + DEDUP_HORIZON_US)
+
+
+def _held(row) -> Held:
+    return Held(row.event_id, row.type, row.t_us, row.lottery_id, row.user_id, row.amount)
 
 
 class _EventTimeBuffer(StatefulProcessor):
     """Buffers a key's events until the watermark passes them, then hands them over in
-    (event time, type, event id) order: the one ordering every stage shares."""
+    (event time, type, event id) order: the one ordering every stage shares. The buffer is one
+    value per key, read and written once per batch; one timer per key, at the earliest event."""
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handle = handle
-        self.pending = handle.getMapState("pending", "event_id string", PENDING)
+        self.pending = handle.getValueState("pending", ddl(Buffer))
+        self.buffers = KeyCache()  # this batch's buffers, written through: a key is read once per batch
 
-    def hold(self, event_id: str, pending: tuple) -> None:
-        self.pending.updateValue((event_id,), pending)
-        self.handle.registerTimer(timer_ms(pending[1]))
+    def buffer(self, key, timer_values) -> Buffer:
+        """The key's buffer (asking first: a get() of an absent value logs a warning)."""
+        return self.buffers.get(key, timer_values,
+                                lambda: load(Buffer, self.pending.get()) if self.pending.exists() else EMPTY)
 
-    def due(self, watermark_ms: int) -> list[dict]:
-        """The held events at or behind the watermark, in order; they leave the buffer."""
-        ready = [_event_fields(event_id, p) for (event_id,), p in self.pending.iterator()
-                 if p[1] <= watermark_ms * 1000]
-        ready.sort(key=lambda e: order_key(e["t_us"], e["type"], e["event_id"]))
-        for event in ready:
-            self.pending.removeKey((event["event_id"],))
-        return ready
+    def store(self, key, buffer: Buffer) -> None:
+        """Write the key's buffer (read with buffer() in this batch) and keep exactly one timer,
+        at the earliest time the key has something to do."""
+        before = self.buffers.peek(key)
+        buffer = buffer._replace(timer=move_timer(self.handle, buffer.timer, self.next_due(buffer)))
+        if buffer.events or buffer.seen_minutes:
+            self.pending.update(buffer)
+        elif before != EMPTY:
+            self.pending.clear()
+        self.buffers.put(key, buffer)
+
+    def next_due(self, buffer: Buffer) -> int | None:
+        """The watermark at which the key has something to do: its earliest held event."""
+        return min((timer_ms(e.t_us) for e in buffer.events), default=None)
+
+    def hold(self, buffer: Buffer, events: list[Held]) -> Buffer:
+        return buffer._replace(events=buffer.events + events)
 
     def handleExpiredTimer(self, key, timerValues, expiredTimerInfo) -> Iterator[Row]:
         watermark = timerValues.getCurrentWatermarkInMs()
-        for event in self.due(watermark):  # the first timer of a batch takes every due event
-            yield from self.decide(key, event, watermark)
+        buffer = self.buffer(key, timerValues)
+        if buffer.timer == expiredTimerInfo.getExpiryTimeInMs():
+            buffer = buffer._replace(timer=None)  # the timer firing now: Spark deletes it after this call
+        ready = sorted((e for e in buffer.events if e.t_us <= watermark * 1000),
+                       key=lambda e: order_key(e.t_us, e.type, e.event_id))
+        buffer = self.expire(buffer._replace(events=[e for e in buffer.events if e.t_us > watermark * 1000]),
+                             watermark)
+        out = list(self.decide(key, [e._asdict() for e in ready], watermark))
+        self.store(key, buffer)
+        return iter(out)
 
-    def decide(self, key, event: dict, watermark_ms: int) -> Iterator[Row]:
+    def expire(self, buffer: Buffer, watermark_ms: int) -> Buffer:
+        return buffer
+
+    def decide(self, key, events: list[dict], watermark_ms: int) -> Iterator[Row]:
+        """The key's due `events`, in order."""
         raise NotImplementedError
 
     def close(self) -> None:
@@ -68,38 +134,74 @@ class _EventTimeBuffer(StatefulProcessor):
 
 
 class LotteryGate(_EventTimeBuffer):
-    """Stage 1, keyed by ("lottery", id) for starts and clicks, ("user", id) for purchases."""
+    """Stage 1, keyed by ("lottery", id) for starts and clicks, ("user", id) for purchases.
+
+    Duplicate ids are dropped for DEDUP_HORIZON_US of event time behind the watermark. A re-send
+    older than that is behind the watermark, so it is rejected as late (a visible rejection with
+    its reason), never counted twice."""
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         super().init(handle)
-        self.seen = handle.getMapState("seen", "event_id string", "t_us bigint")  # every id taken in, for dedup
-        self.started = handle.getValueState("started", "t_us bigint")
+        self.seen = handle.getMapState("seen", "minute_us bigint", ddl(Seen))  # ids taken in, per minute
+        self.started = handle.getValueState("started", ddl(Started))
 
     def handleInputRows(self, key, rows, timerValues) -> Iterator[Row]:
         entity = entity_key(key)[0]
         watermark = timerValues.getCurrentWatermarkInMs()
+        buffer = self.buffer(key, timerValues)
+        rows = list(rows)
+        touched = {_minute(r.t_us) for r in rows}
+        minutes = {m: set(Seen(*self.seen.getValue((m,))).ids) for m in buffer.seen_minutes if m in touched}
+        changed, held, out = set(), [], []
         for row in rows:
-            if self.seen.containsKey((row.event_id,)):
+            minute = _minute(row.t_us)
+            ids = minutes.setdefault(minute, set())
+            if row.event_id in ids:
                 continue  # an identical re-send
-            self.seen.updateValue((row.event_id,), (row.t_us,))
-            event = _event_fields(row.event_id, _pending(row))
+            if _forget_ms(minute) > watermark:  # else: past the horizon already, a re-send is late again
+                ids.add(row.event_id)
+                changed.add(minute)
+            event = _held(row)
             if row.t_us <= watermark * 1000:
-                yield reject(event, LATE, watermark)  # its turn has passed: deciding it now would reorder
+                out.append(reject(event._asdict(), LATE, watermark))  # its turn has passed: deciding it would reorder
             elif entity == USER:
-                yield flow(EVENT, USER, row.user_id, watermark, **event)  # coupons are stage 2's
+                out.append(flow(EVENT, USER, row.user_id, watermark, **event._asdict()))  # coupons are stage 2's
             else:
-                self.hold(row.event_id, _pending(row))
+                held.append(event)
+        for minute in changed:
+            self.seen.updateValue((minute,), Seen(sorted(minutes[minute])))
+        buffer = self.hold(buffer, held)._replace(seen_minutes=sorted(set(buffer.seen_minutes) | changed))
+        self.store(key, buffer)
+        return iter(out)
 
-    def decide(self, key, event: dict, watermark_ms: int) -> Iterator[Row]:
-        if event["type"] == STARTED:
-            if self.started.exists():
-                yield reject(event, ALREADY_STARTED, watermark_ms)
+    def next_due(self, buffer: Buffer) -> int | None:
+        """Also when the oldest minute of seen ids leaves the horizon."""
+        forget = [_forget_ms(buffer.seen_minutes[0])] if buffer.seen_minutes else []
+        return min([*forget, *(timer_ms(e.t_us) for e in buffer.events)], default=None)
+
+    def expire(self, buffer: Buffer, watermark_ms: int) -> Buffer:
+        """Forget the minutes of ids wholly behind watermark - horizon: a re-send of one is late."""
+        keep = []
+        for minute in buffer.seen_minutes:
+            if _forget_ms(minute) <= watermark_ms:
+                self.seen.removeKey((minute,))
             else:
-                self.started.update((event["t_us"],))
-        elif not self.started.exists():  # a click: in event-time order, so "started at or before it"
-            yield reject(event, INACTIVE, watermark_ms)
-        else:
-            yield flow(EVENT, USER, event["user_id"], watermark_ms, **event)
+                keep.append(minute)
+        return buffer._replace(seen_minutes=keep)
+
+    def decide(self, key, events: list[dict], watermark_ms: int) -> Iterator[Row]:
+        started = None if not events else self.started.exists()
+        for event in events:
+            if event["type"] == STARTED:
+                if started:
+                    yield reject(event, ALREADY_STARTED, watermark_ms)
+                else:
+                    self.started.update(Started(event["t_us"]))
+                    started = True
+            elif not started:  # a click: in event-time order, so "started at or before it"
+                yield reject(event, INACTIVE, watermark_ms)
+            else:
+                yield flow(EVENT, USER, event["user_id"], watermark_ms, **event)
 
 
 class Coupons(_EventTimeBuffer):
@@ -107,26 +209,30 @@ class Coupons(_EventTimeBuffer):
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         super().init(handle)
-        self.coupons = handle.getValueState("coupons", "coupons bigint")
+        self.coupons = handle.getValueState("coupons", ddl(CouponCount))
 
     def handleInputRows(self, key, rows, timerValues) -> Iterator[Row]:
-        for row in rows:
-            if entity_key(key)[0] == PASS:
-                yield row
-            else:
-                self.hold(row.event_id, _pending(row))
-
-    def decide(self, key, event: dict, watermark_ms: int) -> Iterator[Row]:
-        coupons = self.coupons.get()[0] if self.coupons.exists() else 0
-        if event["type"] == BOUGHT:
-            if event["amount"] <= 0:
-                yield reject(event, NON_POSITIVE, watermark_ms)
-                return
-            coupons += event["amount"]
-        elif coupons == 0:
-            yield reject(event, NO_COUPON, watermark_ms)
+        if entity_key(key)[0] == PASS:
+            yield from rows
             return
-        else:
-            coupons -= 1  # the original's `coupons--` returned the old value and stored nothing
-            yield flow(ENTRY, LOTTERY, event["lottery_id"], watermark_ms, **event)
-        self.coupons.update((coupons,))
+        buffer = self.buffer(key, timerValues)
+        self.store(key, self.hold(buffer, [_held(row) for row in rows]))
+
+    def decide(self, key, events: list[dict], watermark_ms: int) -> Iterator[Row]:
+        if not events:
+            return
+        stored = self.coupons.get() if self.coupons.exists() else None
+        coupons = before = CouponCount(*stored).coupons if stored else 0
+        for event in events:
+            if event["type"] == BOUGHT:
+                if event["amount"] <= 0:
+                    yield reject(event, NON_POSITIVE, watermark_ms)
+                else:
+                    coupons += event["amount"]
+            elif coupons == 0:
+                yield reject(event, NO_COUPON, watermark_ms)
+            else:
+                coupons -= 1  # the original's `coupons--` returned the old value and stored nothing
+                yield flow(ENTRY, LOTTERY, event["lottery_id"], watermark_ms, **event)
+        if coupons != before or stored is None:
+            self.coupons.update(CouponCount(coupons))

@@ -14,13 +14,14 @@ must never be behind the watermark (the original event time is kept in t_us).
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 from pyspark.sql import Row
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
 from jobs.lottery_rules import WINDOW_US, draw, message, window_start
 from joinlab.events import timer_ms
+from joinlab.named_state import KeyCache, ddl, grouping_key, load, move_timer
 
 EVENT, ENTRY, REJECTION, WINNER = "event", "entry", "rejection", "winner"
 LOTTERY, USER, PASS = "lottery", "user", "pass"
@@ -35,7 +36,7 @@ _FIELDS = [part.split()[0] for part in FLOW.split(", ")]
 
 def entity_key(key: tuple) -> tuple[str, int]:
     """(entity, entity_id) from the grouping key; pyspark's TwsTester hands a tuple key as (key,)."""
-    return key[0] if len(key) == 1 and isinstance(key[0], tuple) else key
+    return grouping_key(key)
 
 
 def flow(kind: str, entity: str, entity_id: int | None, watermark_ms: int, **fields) -> Row:
@@ -53,36 +54,67 @@ def reject(event: dict, rule: str, watermark_ms: int) -> Row:
                 message=message(rule, event["type"], event["lottery_id"], event["user_id"]), **event)
 
 
+class Entry(NamedTuple):
+    """An accepted click in an open window."""
+    window_start_us: int
+    event_id: str
+    user_id: int
+    t_us: int
+
+
+class Entries(NamedTuple):
+    """A lottery's accepted clicks in windows not drawn yet, and the one timer registered: the
+    earliest open window's end."""
+    timer: int | None
+    entries: list[Entry]
+
+
 class Draw(StatefulProcessor):
     """Stage 3, keyed by ("lottery", id): accepted clicks per window; a window closes when the
-    watermark reaches its end, and the seeded draw picks its winner."""
+    watermark reaches its end, and the seeded draw picks its winner. The key's entries are one
+    value, read and written once per batch, with one timer at a time."""
 
     def __init__(self, seed: int):
         self.seed = seed
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handle = handle
-        self.entries = handle.getMapState("entries", "window_start_us bigint, event_id string",
-                                          "user_id bigint, t_us bigint")
+        self.entries = handle.getValueState("entries", ddl(Entries))
+        self.cache = KeyCache()
+
+    def _read(self, key, timer_values) -> Entries:
+        return self.cache.get(key, timer_values,
+                              lambda: load(Entries, self.entries.get()) if self.entries.exists() else Entries(None, []))
+
+    def _store(self, key, value: Entries) -> None:
+        due = min((timer_ms(e.window_start_us + WINDOW_US) for e in value.entries), default=None)
+        value = value._replace(timer=move_timer(self.handle, value.timer, due))
+        if value.entries:
+            self.entries.update(value)
+        elif self.cache.peek(key).entries:
+            self.entries.clear()
+        self.cache.put(key, value)
 
     def handleInputRows(self, key, rows, timerValues) -> Iterator[Row]:
-        for row in rows:
-            if entity_key(key)[0] == PASS:
-                yield row
-                continue
-            start = window_start(row.t_us)
-            self.entries.updateValue((start, row.event_id), (row.user_id, row.t_us))
-            self.handle.registerTimer(timer_ms(start + WINDOW_US))
+        if entity_key(key)[0] == PASS:
+            yield from rows
+            return
+        value = self._read(key, timerValues)
+        added = [Entry(window_start(r.t_us), r.event_id, r.user_id, r.t_us) for r in rows]
+        self._store(key, value._replace(entries=value.entries + added))
 
     def handleExpiredTimer(self, key, timerValues, expiredTimerInfo) -> Iterator[Row]:
         watermark, lottery_id = timerValues.getCurrentWatermarkInMs(), entity_key(key)[1]
+        value = self._read(key, timerValues)
+        if value.timer == expiredTimerInfo.getExpiryTimeInMs():
+            value = value._replace(timer=None)  # the timer firing now: Spark deletes it after this call
         windows: dict[int, list] = {}
-        for (start, event_id), (user_id, t_us) in list(self.entries.iterator()):
-            if start + WINDOW_US <= watermark * 1000:
-                windows.setdefault(start, []).append((t_us, event_id, user_id))
-                self.entries.removeKey((start, event_id))
+        for e in value.entries:
+            if e.window_start_us + WINDOW_US <= watermark * 1000:
+                windows.setdefault(e.window_start_us, {})[e.event_id] = (e.t_us, e.event_id, e.user_id)
+        self._store(key, value._replace(entries=[e for e in value.entries if e.window_start_us not in windows]))
         for start, entrants in sorted(windows.items()):
-            _, event_id, user_id = draw(self.seed, lottery_id, start, entrants)
+            _, event_id, user_id = draw(self.seed, lottery_id, start, list(entrants.values()))
             yield flow(WINNER, LOTTERY, lottery_id, watermark, lottery_id=lottery_id, window_start_us=start,
                        winner_user_id=user_id, winning_event_id=event_id, entrants=len(entrants), seed=self.seed)
 

@@ -23,8 +23,9 @@ from typing import Iterator
 from pyspark.sql import Row
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
-from jobs.money_enrichment_rules import Settings, tx_order, user_as_of
+from jobs.money_enrichment_rules import Settings, tx_order, user_as_of, user_version_key
 from joinlab.events import timer_ms
+from joinlab.named_state import grouping_key
 
 SESSION, USER, PASS = "session", "user", "pass"        # entities: what a row is keyed by
 TX, USER_UPDATE, SESSION_START = "tx", "user", "session"  # input kinds
@@ -57,7 +58,7 @@ USER_SCHEMA = "t_us bigint, name string, country string, segment string"  # keye
 
 def entity_key(key: tuple) -> tuple[str, str]:
     """(entity, entity_key) from the grouping key; pyspark's TwsTester hands a tuple key as (key,)."""
-    return key[0] if len(key) == 1 and isinstance(key[0], tuple) else key
+    return grouping_key(key)
 
 
 def flow(kind: str, entity: str, entity_key_: str, watermark_ms: int, **fields) -> Row:
@@ -90,19 +91,33 @@ class Timely(StatefulProcessor):
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handle = handle
-        self._known: dict = {}  # grouping key -> its timers, read once per key and task
+        self._known: tuple = (None, {})  # (watermark, grouping key -> its timers), listed once per key and batch
         self._swept: tuple = (None, set())  # (watermark, keys swept at it)
+
+    def _timers(self, key, watermark_ms: int) -> set[int]:
+        if self._known[0] != watermark_ms:
+            self._known = (watermark_ms, {})
+        key = grouping_key(key)
+        if key not in self._known[1]:
+            self._known[1][key] = set(self.handle.listTimers())
+        return self._known[1][key]
 
     def timer(self, key, expiry_ms: int, watermark_ms: int) -> None:
         """A timer at `expiry_ms`, or just past the watermark when that is already behind it (a
         timer must lie ahead of the watermark): what is overdue leaves at the next sweep."""
         expiry_ms = max(expiry_ms, watermark_ms + 1)
-        known = self._known.get(key)
-        if known is None:
-            known = self._known[key] = set(self.handle.listTimers())
+        known = self._timers(key, watermark_ms)
         if expiry_ms not in known:
             self.handle.registerTimer(expiry_ms)
             known.add(expiry_ms)
+
+    def wake(self, key, expiry_ms: int, watermark_ms: int, firing: bool = False) -> None:
+        """Some timer of the key at or before `expiry_ms`: any timer sweeps everything due, and
+        each sweep wakes the key again for what is left, so a key needs one timer, not one per
+        event. While timers fire (`firing`), those at or behind the watermark are going."""
+        floor = watermark_ms if firing else None
+        if not any((floor is None or t > floor) and t <= expiry_ms for t in self._timers(key, watermark_ms)):
+            self.timer(key, expiry_ms, watermark_ms)
 
     def cleanup_timer(self, key, due_ms: int, watermark_ms: int) -> None:
         self.timer(key, -(-due_ms // CLEANUP_GRID_MS) * CLEANUP_GRID_MS, watermark_ms)
@@ -150,6 +165,8 @@ class UserEnrich(Timely):
         updates = [r for r in rows if r.kind == USER_UPDATE]
         for row in updates:
             self._remember(row)
+        if updates:  # superseded versions leave once they are older than the horizon
+            self.cleanup_timer(key, timer_ms(max(r.t_us for r in updates)) + self.config.dedup_horizon_ms, watermark)
         for row in sorted(updates, key=lambda r: r.t_us):
             if row.t_us <= watermark * 1000:  # late: some decided transactions may have used an older version
                 yield from self._correct_users(key, row.t_us, watermark)
@@ -159,7 +176,17 @@ class UserEnrich(Timely):
                 yield from self._decide(key, tx, watermark)  # late: decide now, correct the first if needed
             else:
                 self.pending.updateValue((row.tx_id,), self._values(tx))
-                self.timer(key, timer_ms(row.t_us), watermark)
+                self.wake(key, timer_ms(row.t_us), watermark)
+
+    def _forget_versions(self, watermark: int) -> None:
+        """Of the versions older than the dedup horizon, only the newest can still be anyone's
+        as-of version: corrections and decisions reach back no further (docs/money_enrichment.md)."""
+        old = [(t, version) for (version,), (t, *_) in self.users.iterator()
+               if timer_ms(t) + self.config.dedup_horizon_ms <= watermark]
+        for t, version in sorted(old, key=lambda v: user_version_key(*v))[:-1]:
+            self.users.removeKey((version,))
+        if len(old) > 1:
+            self._versions = None
 
     def _remember(self, row) -> None:
         self.users.updateValue((row.version,), (row.t_us, row.name, row.country, row.segment))
@@ -223,11 +250,15 @@ class UserEnrich(Timely):
             for (tx_id,), values in list(self.decided.iterator()):
                 if timer_ms(values[DECIDED_SCHEMA_NAMES.index("t_us")]) + self.config.dedup_horizon_ms <= watermark:
                     self.decided.removeKey((tx_id,))
+            self._forget_versions(watermark)
         if not self.first_sweep(key, watermark):
             return
         self._versions = self._firsts = None
-        due = [self._tx(tx_id, values) for (tx_id,), values in self.pending.iterator()
-               if values[DECIDED_SCHEMA_NAMES.index("t_us")] <= watermark * 1000]
+        held = [self._tx(tx_id, values) for (tx_id,), values in self.pending.iterator()]
+        due = [tx for tx in held if tx["t_us"] <= watermark * 1000]
+        later = [tx["t_us"] for tx in held if tx["t_us"] > watermark * 1000]
+        if later:
+            self.wake(key, timer_ms(min(later)), watermark, firing=True)
         for tx in sorted(due, key=lambda t: tx_order(t["t_us"], t["tx_id"])):
             self.pending.removeKey((tx["tx_id"],))
             yield from self._decide(key, tx, watermark)

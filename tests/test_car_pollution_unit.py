@@ -168,3 +168,28 @@ def test_joinlab_compare_prints_the_table_and_the_amplification_sweep(capsys):
     with pytest.raises(SystemExit):
         main(["compare", "car-pollution", "--count", "5", "--cars", "100"])
     assert "need --count >= 10" in capsys.readouterr().err
+
+
+# --- State and its bounds ---------------------------------------------------------------------------
+
+def test_state_is_bounded_by_the_fleet_one_entry_per_car_and_zone_however_many_events():
+    """Stage 1 keeps one entry per car, stage 2 one reading per zone and each car in one zone
+    only: more events over the same fleet do not grow the state."""
+    def entries(p, cars, zones):
+        in_zones = sum(len(p.zones.peekMapState("cars", z)) for z in zones)
+        return sum(p.moves.peekValueState("car", ("car", c)) is not None for c in cars), in_zones
+
+    p, rng = Pipeline(), random.Random(1)
+    cars, zones, seqs = range(1, 41), range(1, 6), {}
+    sizes = []
+    for _ in range(2):
+        for _ in range(20):
+            batch = []
+            for car in rng.sample(cars, 10):
+                seqs[car] = seqs.get(car, 0) + 1
+                batch.append(arrival(car, rng.choice(zones), seqs[car]))
+            p.batch(batch + [reading(z, seqs.setdefault(("z", z), 0) + 1, 1.0) for z in zones])
+            for z in zones:
+                seqs[("z", z)] += 1
+        sizes.append(entries(p, cars, zones))
+    assert sizes[0] == sizes[1] == (40, 40)  # each car once in stage 1, and in exactly one zone

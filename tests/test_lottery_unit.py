@@ -282,3 +282,35 @@ def test_an_identical_replayed_outcome_is_harmless_and_a_different_one_is_a_mism
     out.append(TopicRecord("lottery-winners", 0, 2, b"k", json.dumps(other).encode(), 0))
     report = compare("lottery", {key: view}, reference.actual(out), reference.version)
     assert report.mismatched == [key] and not report.ok
+
+
+# --- State and its bounds ---------------------------------------------------------------------------
+
+def _timers(tester, key) -> list[int]:
+    return list(tester.handle._timers.listTimers(key))
+
+
+def test_each_key_has_one_timer_at_its_earliest_pending_event_and_state_empties_as_the_watermark_passes():
+    p = Pipeline()
+    p.batch([start("s", 1, 0.0), buy("b", 5, 3, 0.5)] + [click(f"c{i}", 5, 1, 1.0 + i) for i in range(3)])
+    assert _timers(p.gate, (LOTTERY, 1)) == [ms(0.0)]  # five events held, one timer (not one per event)
+    p.batch([start("clock", 2, 100.0)])
+    p.batch([])  # the watermark passes them all
+    assert p.gate.peekValueState("pending", (LOTTERY, 1))[1] == []  # every held event decided
+    assert p.coupons.peekValueState("pending", (USER, 5)) is None and _timers(p.coupons, (USER, 5)) == []
+    assert p.draw.peekValueState("entries", (LOTTERY, 1)) is None and _timers(p.draw, (LOTTERY, 1)) == []
+
+
+def test_seen_ids_are_forgotten_once_the_watermark_passes_them_by_the_horizon_and_a_later_resend_is_late():
+    from jobs.lottery_rules import DEDUP_HORIZON_US
+    horizon_s = DEDUP_HORIZON_US / 1_000_000
+    p = Pipeline()
+    first = [start("s", 1, 0.0), buy("b", 5, 1, 1.0), click("c", 5, 1, 2.0)]
+    out = p.batch(first) + p.batch([start("clock", 2, 30.0)])
+    assert len(p.gate.peekMapState("seen", (LOTTERY, 1))) == 1  # one minute of ids, until the horizon
+    out += p.batch(first) + p.batch([start("clock2", 3, horizon_s + 75.0)]) + p.batch([])
+    assert rejections(out) == {} and p.gate.peekMapState("seen", (LOTTERY, 1)) == {}
+    assert p.gate.peekMapState("seen", (USER, 5)) == {} and p.gate.peekValueState("pending", (USER, 5)) is None
+    resent = p.batch([click("c", 5, 1, 2.0)])  # older than the horizon: behind the watermark, so late
+    assert rejections(resent) == {"c": (LATE, "Late click behind the watermark, lotteryId: 1")}
+    assert [(w.winning_event_id, w.entrants) for w in winners(out + resent)] == [("c", 1)]  # counted once

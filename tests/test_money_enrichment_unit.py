@@ -278,3 +278,26 @@ def test_settings_come_from_the_environment_and_bad_values_say_what_to_give(monk
     monkeypatch.setenv("MONEY_DEDUP_HORIZON", "soon")
     with pytest.raises(ValueError, match="MONEY_DEDUP_HORIZON='soon': give a whole number and a unit"):
         settings()
+
+
+# --- State and its bounds ---------------------------------------------------------------------------
+
+def test_every_stage_s_state_leaves_as_the_watermark_passes_and_only_the_newest_old_user_version_stays():
+    """Session: start + session duration; waiting: time + wait limit; seen and decided: time +
+    dedup horizon; pending: its time; users: versions older than the horizon but the newest.
+    Only firsts (one per user and money type) and that one version per user stay for good."""
+    p = Pipeline(sessions={"gone": session_of("gone", 1, 0)})
+    p.batch([update(1, v, v, segment=f"s{v}") for v in (1, 2, 3)] +
+            [start("s1", 1, 0), tx("t1", 1, "s1", 5), tx("w1", 1, "gone", 6)], watermark=ms(0) - 1)
+    assert len(p.enrich.peekMapState("users", (USER, "1"))) == 3
+    p.batch([], watermark=ms(700))  # every clean-up due: 3 s + 10 min, on a whole minute
+    p.batch([], watermark=ms(720))
+    for var in ("waiting", "seen"):
+        assert p.join.peekMapState(var, (SESSION, "s1")) == {} and p.join.peekMapState(var, (SESSION, "gone")) == {}
+    assert p.join.peekValueState("session", (SESSION, "s1")) is None
+    for var in ("pending", "decided"):
+        assert p.enrich.peekMapState(var, (USER, "1")) == {}
+    assert list(p.enrich.peekMapState("users", (USER, "1"))) == [(3,)]
+    assert list(p.enrich.peekMapState("firsts", (USER, "1"))) == [("payment",)]
+    got = enriched(p.batch([tx("t2", 1, "s2", 800), start("s2", 1, 799)]) + p.batch([], watermark=ms(800)))
+    assert (got["t2"]["user_version"], got["t2"]["user_segment"]) == (3, "s3")  # the newest old version serves
