@@ -42,7 +42,8 @@ def cmd_generate(args) -> int:
 def cmd_run(args) -> int:
     from joinlab import job as runner
     from joinlab.config import lab_home
-    from joinlab.spark import session
+    from joinlab.spark import session, ui_url
+    from joinlab.status import Watcher, observed
     from joinlab.topics import create_topics
     bootstrap = broker.bootstrap_servers()
     create_topics(bootstrap, patterns.all_topics(args.pattern))
@@ -52,14 +53,25 @@ def cmd_run(args) -> int:
     spark = session(f"job-{args.pattern}")
     job = patterns.job(args.pattern)
     with runner.services(job, bootstrap):
-        query = runner.start(spark, job, bootstrap, checkpoint, available_now=args.available_now,
+        query = runner.start(spark, observed(job), bootstrap, checkpoint, available_now=args.available_now,
                              max_offsets_per_trigger=args.max_offsets_per_trigger, name=args.pattern.replace("-", "_"))
-        print(f"{args.pattern}: running, checkpoint {checkpoint}" + ("" if args.available_now else " (Ctrl-C stops)"),
-              file=sys.stderr)
+        ui = ui_url(spark)
+        print(f"{args.pattern}: running, checkpoint {checkpoint}" + ("" if args.available_now else " (Ctrl-C stops)")
+              + (f"\n{args.pattern}: Spark UI {ui} (Structured Streaming tab: rates, durations, state, watermark)"
+                 if ui else ""), file=sys.stderr)
+        watcher = Watcher(job)
+
+        def report() -> None:
+            for status in watcher.new(query.recentProgress):
+                if not args.quiet:
+                    print(status.json() if args.json else f"{args.pattern} {status.line()}", flush=True)
         try:
-            query.awaitTermination()
+            while not query.awaitTermination(0.5):
+                report()
+            report()
         except KeyboardInterrupt:
             query.stop()
+            report()
     return 0
 
 
@@ -153,6 +165,9 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--reset", action="store_true", help="delete the checkpoint first (reprocess from the start)")
     r.add_argument("--available-now", action="store_true", help="stop once caught up instead of running on")
     r.add_argument("--max-offsets-per-trigger", type=int, help="cap on records per micro-batch")
+    shown = r.add_mutually_exclusive_group()
+    shown.add_argument("--quiet", action="store_true", help="no line per micro-batch")
+    shown.add_argument("--json", action="store_true", help="one JSON object per micro-batch (for scripts)")
     r.set_defaults(func=cmd_run)
 
     v = sub.add_parser("verify", help="compare a pattern's output topic with its batch reference")

@@ -9,7 +9,6 @@ import inspect
 import json
 import os
 import shutil
-import types
 from typing import Any, Callable, Iterable
 
 import pandas as pd
@@ -21,7 +20,8 @@ from joinlab import state as state_source
 from joinlab.notebook.env import connect, setting
 from joinlab.notebook.feed import Feed
 from joinlab.notebook.peek import frame, latest_records, topic_ends
-from joinlab.notebook.progress import OBSERVED, as_dict, wait_until
+from joinlab.notebook.progress import as_dict, wait_until
+from joinlab.status import observed
 from joinlab.topics import Record as TopicRecord
 from joinlab.topics import create_topics, read_topics
 
@@ -124,17 +124,6 @@ class Lab:
                              **{"spark.sql.streaming.numRecentProgressUpdates": "1000"})
         return self.spark
 
-    def _observed_job(self) -> types.SimpleNamespace:
-        """The job with a count of records per output topic in every micro-batch's progress."""
-        from pyspark.sql import functions as F
-        job = self.job
-
-        def build(raw):
-            out = job.build(raw)
-            return out.observe(OBSERVED, *[F.count_if(F.col("topic") == t).alias(t) for t in job.OUTPUT_TOPICS])
-        return types.SimpleNamespace(INPUT_TOPICS=job.INPUT_TOPICS, OUTPUT_TOPICS=job.OUTPUT_TOPICS, build=build,
-                                     SPARK_CONF=getattr(job, "SPARK_CONF", {}))
-
     def start_job(self, trigger: str = "2 seconds", max_offsets_per_trigger: int | None = None,
                   fresh: bool = True):
         """Start the job in this kernel's Spark session, or attach to it if it already runs.
@@ -153,7 +142,7 @@ class Lab:
         if self.services is None:
             self.services = runner.services(self.job, self.bootstrap)
             self.services.__enter__()
-        self.query = runner.start(spark, self._observed_job(), self.bootstrap, self.checkpoint,
+        self.query = runner.start(spark, observed(self.job), self.bootstrap, self.checkpoint,
                                   trigger_interval=trigger, max_offsets_per_trigger=max_offsets_per_trigger,
                                   name=self.query_name)
         print(f"started {self.query_name}: trigger every {trigger}, checkpoint {self.checkpoint}")
