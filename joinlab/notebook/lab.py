@@ -118,10 +118,12 @@ class Lab:
     # --- Spark and the job
     def start_spark(self):
         """The lab's Spark session (RocksDB state store), kept for the rest of the notebook."""
-        from joinlab.spark import session
+        from joinlab.spark import session, ui_url
         os.environ.setdefault("LAB_SPARK_LOG_LEVEL", "ERROR")  # keep WARN lines out of the cells
         self.spark = session(f"notebook-{self.pattern}",
                              **{"spark.sql.streaming.numRecentProgressUpdates": "1000"})
+        if ui_url(self.spark):
+            print(f"Spark UI {ui_url(self.spark)} (Structured Streaming tab: rates, durations, state, watermark)")
         return self.spark
 
     def start_job(self, trigger: str = "2 seconds", max_offsets_per_trigger: int | None = None,

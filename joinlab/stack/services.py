@@ -132,6 +132,29 @@ def worker_registered(worker: Service) -> bool:
 
 # --- JupyterLab ---------------------------------------------------------------------------------
 
+# JupyterLab's defaults for a room of participants (a participant's own choices still win): no
+# pop-up asking about Jupyter news and no update check (each is a request to the internet), and
+# Markdown opens rendered, so the first page is the notebooks' README, not its source.
+JUPYTER_DEFAULTS = {
+    "@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": False},
+    "@jupyterlab/docmanager-extension:plugin": {"defaultViewers": {"markdown": "Markdown Preview"}},
+}
+JUPYTER_START_PAGE = "/lab/tree/README.md"  # under the root folder, notebooks/
+
+
+def jupyter_app_settings() -> Path:
+    """A JupyterLab app-settings folder with JUPYTER_DEFAULTS as its overrides.json."""
+    folder = lab_home() / "jupyter-settings"
+    folder.mkdir(exist_ok=True)
+    (folder / "overrides.json").write_text(json.dumps(JUPYTER_DEFAULTS, indent=2) + "\n")
+    return folder
+
+
+def jupyter_start_url(jupyter: Service) -> str:
+    """The one URL a participant opens: the README beside the notebooks, signed in by the token."""
+    return f"{jupyter.url}{JUPYTER_START_PAGE}?token={jupyter.extra['token']}"
+
+
 def start_jupyter(token: str, notebooks: Path, extra_env: dict[str, str] | None = None) -> Service:
     number = port("jupyter")
     env = base_env()
@@ -139,7 +162,8 @@ def start_jupyter(token: str, notebooks: Path, extra_env: dict[str, str] | None 
     env["JUPYTER_TOKEN"] = token  # from the environment, so it is not in `ps` output for all to read
     env.pop("JUPYTER_TOKEN_FILE", None)
     cmd = [sys.executable, "-m", "jupyterlab", "--ip", HOST, "--port", str(number), "--no-browser",
-           "--ServerApp.port_retries=0", f"--ServerApp.root_dir={notebooks}"]
+           "--ServerApp.port_retries=0", f"--ServerApp.root_dir={notebooks}",
+           f"--LabApp.app_settings_dir={jupyter_app_settings()}", f"--LabApp.default_url={JUPYTER_START_PAGE}"]
     if os.geteuid() == 0:  # JupyterLab refuses root unless told (CI runners, containers)
         cmd.append("--allow-root")
     return procs.spawn(JUPYTER, cmd, "jupyterlab", env, url=f"http://{HOST}:{number}",
