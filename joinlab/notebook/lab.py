@@ -9,6 +9,7 @@ import inspect
 import json
 import os
 import shutil
+import time
 from typing import Any, Callable, Iterable
 
 import pandas as pd
@@ -21,7 +22,7 @@ from joinlab.notebook.env import connect, setting
 from joinlab.notebook.feed import Feed
 from joinlab.notebook.peek import frame, latest_records, topic_ends
 from joinlab.notebook.progress import as_dict, wait_until
-from joinlab.status import observed
+from joinlab.status import Watcher, observed
 from joinlab.topics import Record as TopicRecord
 from joinlab.topics import create_topics, read_topics
 
@@ -175,6 +176,23 @@ class Lab:
         """One row per micro-batch with input (from `query.recentProgress`): records read (from
         the source offsets), records written per output topic, duration, state rows and memory."""
         return query_progress.batches(self.query.recentProgress if self.query else [])
+
+    def watch(self, until: Callable[[], Any] | None = None, timeout_s: float = 30, rows: int = 8,
+              every_s: float = 1.0) -> None:
+        """A live table of the last `rows` micro-batches, the numbers `joinlab run` prints per batch
+        (records in and out per topic, dead letters, seconds, watermark, state rows per stage),
+        updated in place every `every_s` until `until()` is true or `timeout_s` has passed (no
+        error then: it is something to look at)."""
+        from IPython.display import display
+        handle = display(pd.DataFrame(), display_id=True)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            self.check_query()
+            table = query_progress.status_table(Watcher(self.job).new(self.query.recentProgress if self.query else []))
+            handle.update(table.tail(rows))
+            if (until and until()) or time.monotonic() > deadline:
+                return
+            time.sleep(every_s)
 
     # --- state
     def state_metadata(self) -> pd.DataFrame:

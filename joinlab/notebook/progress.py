@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from joinlab.status import OBSERVED, as_dict, offset_spans, offsets  # noqa: F401 (OBSERVED: notebooks)
+from joinlab.status import OBSERVED, BatchStatus, as_dict, offset_spans, offsets  # noqa: F401 (OBSERVED: notebooks)
 
 
 def caught_up(progress: dict, ends: dict[str, dict[str, int]]) -> bool:
@@ -40,6 +40,20 @@ def batches(recent: list) -> pd.DataFrame:
             row["state memory KiB"] = sum(op["memoryUsedBytes"] for op in ops) / 1024
         out.append(row)
     return pd.DataFrame(out).set_index("batch") if out else pd.DataFrame()
+
+
+def status_table(statuses: list[BatchStatus]) -> pd.DataFrame:
+    """`joinlab run`'s status lines as a table, one row per micro-batch."""
+    rows = []
+    for status in statuses:
+        row = {"batch": status.batch, **{f"in {t}": n for t, n in status.records_in.items()},
+               **{f"out {t}": n for t, n in status.records_out.items()},
+               "dead letters": status.dead_letters, "seconds": round(status.duration_s, 2)}
+        if status.watermark is not None:
+            row["watermark"] = status.watermark.replace("T", " ").rstrip("Z")
+        row["state rows"] = " / ".join(map(str, status.state_rows))
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("batch") if rows else pd.DataFrame()
 
 
 def timeline(records: pd.DataFrame, topics: list[str], freq: str = "1s",
