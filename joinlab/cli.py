@@ -60,7 +60,7 @@ def cmd_run(args) -> int:
     from joinlab import job as runner
     from joinlab.config import lab_home
     from joinlab.spark import session, ui_url
-    from joinlab.status import Watcher, observed
+    from joinlab.status import follow, observed
     from joinlab.topics import create_topics
     bootstrap = broker.bootstrap_servers()
     create_topics(bootstrap, patterns.all_topics(args.pattern))
@@ -76,19 +76,7 @@ def cmd_run(args) -> int:
         print(f"{args.pattern}: running, checkpoint {checkpoint}" + ("" if args.available_now else " (Ctrl-C stops)")
               + (f"\n{args.pattern}: Spark UI {ui} (Structured Streaming tab: rates, durations, state, watermark)"
                  if ui else ""), file=sys.stderr)
-        watcher = Watcher(job)
-
-        def report() -> None:
-            for status in watcher.new(query.recentProgress):
-                if not args.quiet:
-                    print(status.json() if args.json else f"{args.pattern} {status.line()}", flush=True)
-        try:
-            while not query.awaitTermination(0.5):
-                report()
-            report()
-        except KeyboardInterrupt:
-            query.stop()
-            report()
+        follow(query, job, args.pattern, shown="quiet" if args.quiet else "json" if args.json else "line")
     return 0
 
 

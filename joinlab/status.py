@@ -127,3 +127,20 @@ class Watcher:
                 fresh.append(batch_status(p, self.inputs, self.outputs, self.dead_letters))
                 self.last_batch = p["batchId"]
         return fresh
+
+
+def follow(query, job: types.ModuleType, label: str, shown: str = "line", out=print) -> None:
+    """Until `query` ends (or Ctrl-C stops it): each executed micro-batch as a status line
+    (`shown="line"`, after `label`), a JSON object (`"json"`) or nothing (`"quiet"`)."""
+    watcher = Watcher(job)
+
+    def report() -> None:
+        for status in watcher.new(query.recentProgress):
+            if shown != "quiet":
+                out(status.json() if shown == "json" else f"{label} {status.line()}", flush=True)
+    try:
+        while not query.awaitTermination(0.5):
+            report()
+    except KeyboardInterrupt:
+        query.stop()
+    report()
