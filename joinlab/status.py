@@ -13,6 +13,9 @@ Every number comes from the batch's StreamingQueryProgress, so watching costs th
 from __future__ import annotations
 
 import json
+import signal
+import sys
+import threading
 import types
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable
@@ -130,17 +133,27 @@ class Watcher:
 
 
 def follow(query, job: types.ModuleType, label: str, shown: str = "line", out=print) -> None:
-    """Until `query` ends (or Ctrl-C stops it): each executed micro-batch as a status line
-    (`shown="line"`, after `label`), a JSON object (`"json"`) or nothing (`"quiet"`)."""
+    """Until `query` ends or Ctrl-C stops it: each executed micro-batch as a status line
+    (`shown="line"`, after `label`), a JSON object (`"json"`) or nothing (`"quiet"`).
+
+    Ctrl-C only sets a flag here, and the loop stops the query: pyspark's own SIGINT handler calls
+    into the JVM from inside the call that was interrupted, which ends in py4j tracebacks."""
     watcher = Watcher(job)
+    interrupted = threading.Event()
 
     def report() -> None:
         for status in watcher.new(query.recentProgress):
             if shown != "quiet":
                 out(status.json() if shown == "json" else f"{label} {status.line()}", flush=True)
+    in_main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, lambda *_: interrupted.set()) if in_main else None
     try:
-        while not query.awaitTermination(0.5):
+        while not interrupted.is_set() and not query.awaitTermination(0.5):
             report()
-    except KeyboardInterrupt:
-        query.stop()
+        if interrupted.is_set():
+            print(f"{label}: stopping (Ctrl-C)", file=sys.stderr, flush=True)
+            query.stop()
+    finally:
+        if in_main:
+            signal.signal(signal.SIGINT, previous)
     report()

@@ -159,6 +159,7 @@ def test_joinlab_run_prints_a_line_per_batch_that_matches_the_topics_and_the_ui_
         assert batches[-1]["state_rows"] and batches[-1]["state_rows"][0] > 0
         assert batches[-1]["watermark"] is None  # tweet views keeps every user and tweet: no watermark
         shown = err.read_text()
+        assert "Traceback" not in shown and "tweet-views: stopping (Ctrl-C)" in shown, shown[-3000:]
         for noise in ("incubator modules", "NativeCodeLoader", "Disabling AQE", "adaptive.enabled",
                       "TransformWithStateInPandas Python worker", "log4j profile"):
             assert noise not in shown, f"{noise!r} should be quiet:\n{shown[-3000:]}"
