@@ -34,6 +34,8 @@ class Quiet:
 
 _STREAMING = "org.apache.spark.sql.execution.streaming"
 QUIET_EVENTS = [
+    Quiet("org.apache.spark.util.Utils", r".*Service 'SparkUI' could not bind on port.*",
+          "another Spark application has the UI port; the lab prints the port this one got"),
     Quiet("org.apache.hadoop.util.NativeCodeLoader", None,
           "no native Hadoop library on a laptop; Spark uses its Java code, which the lab needs"),
     Quiet(f"{_STREAMING}.runtime.ResolveWriteToStream", r".*spark\.sql\.adaptive\.enabled is not supported.*",

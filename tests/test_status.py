@@ -139,7 +139,7 @@ def test_joinlab_run_prints_a_line_per_batch_that_matches_the_topics_and_the_ui_
                 def lines():
                     return [json.loads(line) for line in out.read_text().splitlines()]
                 wait_for(lambda: sum(sum(b["records_in"].values()) for b in lines()) >= sent
-                         or process.poll() is not None, 240, "batches that read every input record", 0.5)
+                         or process.poll() is not None, 480, "batches that read every input record", 0.5)
                 assert process.poll() is None, err.read_text()[-3000:]
                 url = re.search(r"Spark UI (http://\S+)", err.read_text()).group(1)
                 assert url.startswith("http://127.0.0.1:")
@@ -160,6 +160,6 @@ def test_joinlab_run_prints_a_line_per_batch_that_matches_the_topics_and_the_ui_
         assert batches[-1]["watermark"] is None  # tweet views keeps every user and tweet: no watermark
         shown = err.read_text()
         assert "Traceback" not in shown and "tweet-views: stopping (Ctrl-C)" in shown, shown[-3000:]
-        for noise in ("incubator modules", "NativeCodeLoader", "Disabling AQE", "adaptive.enabled",
+        for noise in ("incubator modules", "NativeCodeLoader", "Disabling AQE", "adaptive.enabled", "could not bind",
                       "TransformWithStateInPandas Python worker", "log4j profile"):
             assert noise not in shown, f"{noise!r} should be quiet:\n{shown[-3000:]}"
