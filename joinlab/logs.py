@@ -80,9 +80,10 @@ def log4j2_properties() -> str:
              "appender.console.target = SYSTEM_ERR",
              "appender.console.layout.type = PatternLayout",
              f"appender.console.layout.pattern = {PATTERN}",
-             # pyspark counts as a shell: Spark sets the root level to this logger's level
-             "logger.repl.name = org.apache.spark.repl.Main",
-             f"logger.repl.level = {level()}",
+             # pyspark counts as a shell: Spark then drops console events below WARN unless the logger
+             # that first logs (one of org.apache.spark's) has a level of its own
+             "logger.spark.name = org.apache.spark",
+             f"logger.spark.level = {level()}",
              "logger.jetty.name = org.sparkproject.jetty",
              f"logger.jetty.level = {'WARN' if quieting() else level()}"]
     if quieting():

@@ -12,6 +12,8 @@ import sys
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from joinlab import logs
 from joinlab.status import NO_WATERMARK, Watcher, batch_status
 from tests.conftest import ROOT, kill_group, records_in, wait_for
@@ -80,7 +82,7 @@ def test_the_log_level_lives_in_one_place_and_info_shows_everything(monkeypatch)
     assert not logs.quiet_line("Traceback (most recent call last):\n")
     monkeypatch.setenv(logs.LEVEL_VARIABLE, "INFO")
     verbose = logs.log4j2_properties()
-    assert "rootLogger.level = INFO" in verbose and "logger.repl.level = INFO" in verbose
+    assert "rootLogger.level = INFO" in verbose and "logger.spark.level = INFO" in verbose
     assert not any(rule.logger in verbose for rule in logs.QUIET_EVENTS) and not logs.quieting()
     monkeypatch.setenv(logs.LEVEL_VARIABLE, "LOUD")
     try:
@@ -88,6 +90,19 @@ def test_the_log_level_lives_in_one_place_and_info_shows_everything(monkeypatch)
         raise AssertionError("an unknown level must be refused")
     except ValueError as exc:
         assert "INFO" in str(exc)
+
+
+@pytest.mark.spark
+def test_at_info_spark_shows_everything_it_quiets_at_warn(tmp_path):
+    """A driver started at LAB_SPARK_LOG_LEVEL=INFO prints Spark's INFO lines and the warnings the
+    lab quiets at WARN (pyspark alone would drop INFO lines: it counts as a shell)."""
+    script = ("from joinlab.spark import session; s = session('info'); s.range(3).count(); s.stop()")
+    env = {**os.environ, "LAB_HOME": str(tmp_path), "SPARK_MASTER": "local[1]", "LAB_SPARK_LOG_LEVEL": "INFO"}
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert " INFO SparkContext: Running Spark version" in done.stderr
+    assert "incubator modules" in done.stderr and "NativeCodeLoader" in done.stderr
 
 
 # --- Spark UI -------------------------------------------------------------------------------------
