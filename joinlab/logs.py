@@ -38,6 +38,8 @@ QUIET_EVENTS = [
           "another Spark application has the UI port; the lab prints the port this one got"),
     Quiet("org.apache.spark.scheduler.DAGScheduler", r".*Failed to cancel job group .* Cannot find active jobs.*",
           "stopping a query between batches (Ctrl-C): there was nothing left to cancel"),
+    Quiet("org.apache.spark.util.SparkStringUtils", r".*Truncated the string representation of a plan.*",
+          "a long plan (money enrichment's) is cut in Spark's debug strings only, not in the job"),
     Quiet("org.apache.hadoop.util.NativeCodeLoader", None,
           "no native Hadoop library on a laptop; Spark uses its Java code, which the lab needs"),
     Quiet(f"{_STREAMING}.runtime.ResolveWriteToStream", r".*spark\.sql\.adaptive\.enabled is not supported.*",
