@@ -28,10 +28,27 @@ def cmd_broker(args) -> int:
 
 
 def cmd_topics(args) -> int:
-    from joinlab.topics import create_topics
+    from joinlab import topics
     bootstrap = broker.bootstrap_servers()
+    if args.action == "list":
+        sizes = topics.list_topics(bootstrap)
+        width = max([len("TOPIC")] + [len(s.topic) for s in sizes]) + 2
+        print(f"{'TOPIC':<{width}}{'PARTITIONS':>10}{'RECORDS':>10}   at {bootstrap}")
+        for size in sizes:
+            print(f"{size.topic:<{width}}{size.partitions:>10}{size.records:>10}")
+        return 0
+    if args.action == "tail":
+        try:
+            for record in topics.tail(bootstrap, args.topic, args.n, args.from_beginning, args.follow):
+                print(topics.describe(record, compact=args.compact), flush=True)
+        except topics.NoSuchTopic as exc:
+            print(f"joinlab topics tail: {exc}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            pass
+        return 0
     for pattern in args.patterns or list(patterns.PATTERNS):
-        create_topics(bootstrap, patterns.all_topics(pattern))
+        topics.create_topics(bootstrap, patterns.all_topics(pattern))
         print(f"{pattern}: topics {', '.join(patterns.all_topics(pattern))} ready at {bootstrap}")
     return 0
 
@@ -44,7 +61,8 @@ def cmd_generate(args) -> int:
 def cmd_run(args) -> int:
     from joinlab import job as runner
     from joinlab.config import lab_home
-    from joinlab.spark import session
+    from joinlab.spark import session, ui_url
+    from joinlab.status import follow, observed
     from joinlab.topics import create_topics
     bootstrap = broker.bootstrap_servers()
     create_topics(bootstrap, patterns.all_topics(args.pattern))
@@ -55,15 +73,14 @@ def cmd_run(args) -> int:
     solution = _solution(job, args.solution)
     spark = session(f"job-{args.pattern}")
     with runner.services(job, bootstrap):
-        query = runner.start(spark, job, bootstrap, checkpoint, available_now=args.available_now,
+        query = runner.start(spark, observed(job), bootstrap, checkpoint, available_now=args.available_now,
                              max_offsets_per_trigger=args.max_offsets_per_trigger, name=args.pattern.replace("-", "_"),
                              solution=solution)
-        print(f"{args.pattern}: running, checkpoint {checkpoint}" + ("" if args.available_now else " (Ctrl-C stops)"),
-              file=sys.stderr)
-        try:
-            query.awaitTermination()
-        except KeyboardInterrupt:
-            query.stop()
+        ui = ui_url(spark)
+        print(f"{args.pattern}: running, checkpoint {checkpoint}" + ("" if args.available_now else " (Ctrl-C stops)")
+              + (f"\n{args.pattern}: Spark UI {ui} (Structured Streaming tab: rates, durations, state, watermark)"
+                 if ui else ""), file=sys.stderr)
+        follow(query, job, args.pattern, shown="quiet" if args.quiet else "json" if args.json else "line")
     return 0
 
 
@@ -150,9 +167,18 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--port", type=int, help="listen on this port (default: a free one)")
     b.set_defaults(func=cmd_broker)
 
-    t = sub.add_parser("topics", help="create the topics of the given patterns (default: all)")
-    t.add_argument("action", choices=["create"])
-    t.add_argument("patterns", nargs="*", metavar="PATTERN", help=f"one of: {', '.join(names)}")
+    t = sub.add_parser("topics", help="create, list or tail topics (on $KAFKA_BOOTSTRAP_SERVERS or the embedded broker)")
+    t_sub = t.add_subparsers(dest="action", required=True)
+    tc = t_sub.add_parser("create", help="create the topics of the given patterns (default: all)")
+    tc.add_argument("patterns", nargs="*", metavar="PATTERN", help=f"one of: {', '.join(names)}")
+    t_sub.add_parser("list", help="every topic with its partitions and records")
+    tt = t_sub.add_parser("tail", help="a topic's last records: key, value, partition, offset, timestamp; "
+                                       "dead letters with their reason")
+    tt.add_argument("topic")
+    tt.add_argument("-n", type=int, default=10, metavar="N", help="the last N records (default 10)")
+    tt.add_argument("--from-beginning", action="store_true", help="every record from the start instead")
+    tt.add_argument("-f", "--follow", action="store_true", help="then print new records as they arrive (Ctrl-C stops)")
+    tt.add_argument("--compact", action="store_true", help="each value on one line")
     t.set_defaults(func=cmd_topics)
 
     g = sub.add_parser("generate", help="produce a pattern's events (see `joinlab generate PATTERN --help`)",
@@ -169,6 +195,9 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--max-offsets-per-trigger", type=int, help="cap on records per micro-batch")
     r.add_argument("--solution", metavar="FILE", help="run the processors of this file (e.g. your "
                                                       "exercises/PATTERN.py) instead of the lab's own")
+    shown = r.add_mutually_exclusive_group()
+    shown.add_argument("--quiet", action="store_true", help="no line per micro-batch")
+    shown.add_argument("--json", action="store_true", help="one JSON object per micro-batch (for scripts)")
     r.set_defaults(func=cmd_run)
 
     v = sub.add_parser("verify", help="compare a pattern's output topic with its batch reference")

@@ -5,13 +5,16 @@ official one when its classes are on the classpath (the Docker image), else ours
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 
+from pyspark import SparkContext
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import DataStreamWriter
 
-from joinlab.config import shuffle_partitions, spark_master
+from joinlab import logs
+from joinlab.config import lab_home, shuffle_partitions, spark_master
 
 OFFICIAL = "kafka"
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
@@ -30,16 +33,32 @@ def session(app_name: str = "stream-join-lab", **conf: str) -> SparkSession:
                .config("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
                .config("spark.sql.shuffle.partitions", str(shuffle_partitions()))
                .config("spark.sql.session.timeZone", "UTC")
-               .config("spark.ui.enabled", os.environ.get("LAB_SPARK_UI", "false"))
+               .config("spark.ui.enabled", str(ui_enabled()).lower())
                .config("spark.driver.bindAddress", "127.0.0.1" if driver_host == "127.0.0.1" else "0.0.0.0")
                .config("spark.driver.host", driver_host)
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.chunkBase64String.enabled", "false"))
+    log_options = logs.java_options(lab_home())  # the JVMs start with the lab's log settings
+    for key in ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"):
+        builder = builder.config(key, " ".join(filter(None, [log_options, conf.pop(key, "")])))
     for key, value in conf.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel(os.environ.get("LAB_SPARK_LOG_LEVEL", "WARN"))
+    starts_jvm = SparkContext._active_spark_context is None
+    with logs.filter_stderr() if starts_jvm else contextlib.nullcontext():
+        spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(logs.level())
     return spark
+
+
+def ui_enabled() -> bool:
+    """Spark's web UI (the Structured Streaming tab: rates, durations, state rows, watermark) is on
+    in the lab and off where nobody looks at it: $LAB_SPARK_UI=false (tests/conftest sets it)."""
+    return os.environ.get("LAB_SPARK_UI", "true").strip().lower() not in ("false", "0", "no", "off")
+
+
+def ui_url(spark: SparkSession) -> str | None:
+    """The driver's web UI, None when it is off. It listens on SPARK_LOCAL_IP (127.0.0.1 in the lab)."""
+    return spark.sparkContext.uiWebUrl
 
 
 def kafka_format(spark: SparkSession) -> str:

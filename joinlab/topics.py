@@ -1,4 +1,5 @@
-"""Plain-client Kafka helpers on kafka-python: topics, true end offsets, reading a topic whole.
+"""Plain-client Kafka helpers on kafka-python: topics, true end offsets, reading a topic whole, and
+looking at topics (`list_topics`, `tail`, `describe`: `joinlab topics list|tail`).
 
 The end-offset probe exists because the embedded broker's ListOffsets("latest") under-reports
 (it answers the first offset of the last record batch + 1). The high watermark carried in a
@@ -7,9 +8,10 @@ high watermark. Real Kafka gives the same answer, so one code path serves both.
 """
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterable, Iterator
 
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
@@ -123,3 +125,92 @@ def read_topics(bootstrap: str, topics: Iterable[str], timeout_s: float = 120.0)
         return out
     finally:
         consumer.close()
+
+
+# --- Looking at topics: `joinlab topics list` and `joinlab topics tail` ---------------------------
+
+@dataclass(frozen=True)
+class TopicSize:
+    topic: str
+    partitions: int
+    records: int  # end minus beginning offsets, summed over the partitions
+
+
+def list_topics(bootstrap: str) -> list[TopicSize]:
+    """Every topic but Kafka's internal ones (`__...`), by name, with its partitions and records."""
+    consumer = plain_consumer(bootstrap)
+    try:
+        names = sorted(t for t in consumer.topics() if not t.startswith("__"))
+        tps = partitions_of(consumer, names)
+        beginnings = consumer.beginning_offsets(tps) if tps else {}  # before the probe, which fetches
+        ends = end_offsets(consumer, tps)
+        return [TopicSize(name, sum(1 for tp in tps if tp.topic == name),
+                          sum(ends[tp] - beginnings[tp] for tp in tps if tp.topic == name)) for name in names]
+    finally:
+        consumer.close()
+
+
+class NoSuchTopic(LookupError):
+    pass
+
+
+def tail(bootstrap: str, topic: str, n: int = 10, from_beginning: bool = False,
+         follow: bool = False) -> Iterator[Record]:
+    """The last `n` records of `topic` (every record with `from_beginning`), oldest first by Kafka
+    timestamp across partitions; with `follow`, then every new record as it arrives (until the
+    caller stops iterating)."""
+    consumer = plain_consumer(bootstrap)
+    try:
+        if topic not in consumer.topics():
+            known = ", ".join(sorted(t for t in consumer.topics() if not t.startswith("__"))) or "none"
+            raise NoSuchTopic(f"no topic {topic!r} at {bootstrap}; topics there: {known}")
+        tps = partitions_of(consumer, [topic])
+        beginnings = consumer.beginning_offsets(tps)  # before the probe, which fetches
+        ends = end_offsets(consumer, tps)
+        consumer.assign(tps)
+        for tp in tps:
+            consumer.seek(tp, beginnings[tp] if from_beginning else max(beginnings[tp], ends[tp] - n))
+        history: list[Record] = []
+        pending = {tp for tp in tps if consumer.position(tp) < ends[tp]}
+        deadline = time.monotonic() + 60
+        while pending and time.monotonic() < deadline:
+            for tp, records in consumer.poll(timeout_ms=200, max_records=10000).items():
+                history += [_record(r) for r in records if r.offset < ends[tp]]
+                if consumer.position(tp) >= ends[tp]:
+                    pending.discard(tp)
+        history.sort(key=lambda r: (r.timestamp_ms, r.partition, r.offset))
+        yield from history if from_beginning else history[-n:] if n > 0 else []
+        if not follow:
+            return
+        for tp in tps:  # from the end seen above on: records past it were not printed yet
+            consumer.seek(tp, ends[tp])
+        while True:
+            for records in consumer.poll(timeout_ms=500).values():
+                yield from map(_record, records)
+    finally:
+        consumer.close()
+
+
+def _record(r) -> Record:
+    return Record(r.topic, r.partition, r.offset, r.key, r.value, r.timestamp)
+
+
+def describe(record: Record, compact: bool = False) -> str:
+    """A record for a person: where it is and when, its key, then its value as indented JSON
+    (one line with `compact`); a dead letter leads with its reason and the record it rejected."""
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(record.timestamp_ms / 1000))
+    key = "null" if record.key is None else record.key.decode("utf-8", "replace")
+    head = (f"{record.topic}  partition {record.partition}  offset {record.offset}  "
+            f"{when}.{record.timestamp_ms % 1000:03d} UTC  key {key}")
+    if record.value is None:
+        return f"{head}\n  (no value: a tombstone)"
+    try:
+        value = json.loads(record.value)
+    except (UnicodeDecodeError, ValueError):
+        return f"{head}\n  (not JSON) {record.value.decode('utf-8', 'replace')}"
+    if isinstance(value, dict) and {"reason", "source_topic", "source_offset"} <= value.keys():
+        return (f"{head}\n  DEAD LETTER  {value['reason']}  (from {value['source_topic']} partition "
+                f"{value.get('source_partition')} offset {value['source_offset']}, job {value.get('job')})\n"
+                f"  rejected value: {value.get('value')}")
+    text = json.dumps(value, ensure_ascii=False, indent=None if compact else 2)
+    return f"{head}\n  " + text.replace("\n", "\n  ")

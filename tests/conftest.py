@@ -23,6 +23,8 @@ os.environ.setdefault("LAB_HOME", tempfile.mkdtemp(prefix="joinlab-tests-"))
 # Two state partitions, not the lab's default four: still more than one (keyed state is really
 # split), and every micro-batch of every stateful test is cheaper on a 2-core CI machine.
 os.environ.setdefault("LAB_SHUFFLE_PARTITIONS", "2")
+# No Spark web UI in tests (nobody looks at it; it costs start-up time); the lab turns it on.
+os.environ.setdefault("LAB_SPARK_UI", "false")
 
 APACHE_KAFKA_IMAGE = "apache/kafka:3.9.2"  # the tag docker-compose.yml pins
 ROOT = Path(__file__).resolve().parents[1]

@@ -16,6 +16,7 @@ import stat
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -136,6 +137,7 @@ def test_a_missing_token_is_generated_into_env_file_owner_only(tmp_path, monkeyp
 def stack(tmp_path_factory):
     home = tmp_path_factory.mktemp("native-stack")
     env = lab_env(home)
+    shutil.copytree(ROOT / "notebooks", home / "notebooks")  # what a participant finds in JupyterLab
     began = time.monotonic()
     done = joinlab(env, "lab", "up", timeout=420)
     up_s = time.monotonic() - began
@@ -173,7 +175,8 @@ def test_up_starts_every_service_healthy_and_prints_the_urls(stack):
     env = stack.env
     for shown in (stack.bootstrap, f"spark://127.0.0.1:{port_of(env, 'master')}", stack.master_ui,
                   f"http://127.0.0.1:{port_of(env, 'worker-ui')}", f"{stack.jupyter}/lab?token={stack.token}",
-                  stack.lookup, str(stack.home / "run" / "lookup.token"), "joinlab run tweet-views"):
+                  stack.lookup, str(stack.home / "run" / "lookup.token"), "joinlab run tweet-views",
+                  "Spark UI of a job http://127.0.0.1:4040"):
         assert shown in stack.out
     assert stat.S_IMODE((stack.home.parent / ".env").stat().st_mode) == 0o600
     jupyter_pid = json.loads((stack.home / "run" / "jupyter.json").read_text())["pid"]
@@ -223,6 +226,75 @@ def test_jupyterlab_rejects_requests_without_the_token(stack):
     status, body = http(f"{stack.jupyter}/api/status", token=stack.token)
     assert status == 200 and "started" in json.loads(body)
     assert http(f"{stack.jupyter}/lab?token={stack.token}")[0] == 200
+
+
+def _jupyter(stack, method: str, path: str, body: dict | None = None) -> dict:
+    request = urllib.request.Request(f"{stack.jupyter}{path}", method=method,
+                                     data=None if body is None else json.dumps(body).encode(),
+                                     headers={"Authorization": f"token {stack.token}"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        text = response.read()
+    return json.loads(text) if text else {}
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+@pytest.mark.spark
+def test_jupyterlab_is_set_up_for_a_room(stack):
+    """No news pop-up or update check, the README as the first page, a kernel that imports the lab."""
+    from joinlab.stack.services import http
+    status, body = http(f"{stack.jupyter}/lab/api/settings/@jupyterlab/apputils-extension:notification",
+                        token=stack.token)
+    notification = json.loads(body)
+    assert status == 200
+    defaults = notification["schema"]["properties"]
+    assert defaults["fetchNews"]["default"] == "false" and defaults["checkForUpdates"]["default"] is False
+    status, body = http(f"{stack.jupyter}/lab/api/workspaces/default", token=stack.token)
+    layout = json.loads(body)["data"]["layout-restorer:data"]
+    assert status == 200 and layout["main"]["current"] == "markdownviewer-widget:README.md"
+    kernel = _jupyter(stack, "POST", "/api/kernels", {})["id"]  # the default kernel, as a new notebook gets
+    try:
+        jupyter_pid = json.loads((stack.home / "run" / "jupyter.json").read_text())["pid"]
+        pid = wait_for(lambda: next((p for p in procs.tree([jupyter_pid]) if kernel in _cmdline(p)), None), 60,
+                       "the kernel's process")
+        python = _cmdline(pid).split("\0")[0]  # as started (the venv's python is a symlink: argv[0] counts)
+        assert Path(python).is_absolute(), python
+        kernel_env = dict(line.split("=", 1) for line in
+                          Path(f"/proc/{pid}/environ").read_bytes().decode().split("\0") if "=" in line)
+        done = subprocess.run([python, "-c", "import joinlab.notebook, jobs.tweet_views; print(joinlab.notebook.Lab)"],
+                              cwd=stack.home.parent / "notebooks", env=kernel_env, capture_output=True, text=True,
+                              timeout=120)
+    finally:
+        _jupyter(stack, "DELETE", f"/api/kernels/{kernel}")
+    assert done.returncode == 0 and "Lab" in done.stdout, done.stderr[-2000:]
+
+
+@pytest.mark.spark
+def test_a_participant_sees_the_readme_and_no_news_prompt_in_a_real_browser(stack):
+    """Headless Chromium opens the URL `make up` prints. Without the lab's defaults JupyterLab shows
+    the news question about a second after the first page (measured), so a few seconds without it
+    after the README has rendered is the check."""
+    from tests import chromium
+    problem = chromium.problem()
+    if problem:
+        pytest.skip(f"needs a headless browser: {problem}")
+    url = re.search(r"JupyterLab\s+(\S+)", stack.out).group(1)
+    with chromium.open_page(url) as page:
+        heading = wait_for(lambda: page.evaluate(
+            "(document.querySelector('.jp-MarkdownViewer .jp-RenderedMarkdown h1') || {}).textContent"),
+            180, "the README rendered in JupyterLab")
+        assert heading.startswith("Notebooks")
+        listed = page.evaluate("document.querySelector('.jp-DirListing-content').innerText")
+        assert "tweet_views.ipynb" in listed and "lottery.ipynb" in listed
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            assert "Jupyter news" not in page.evaluate("document.body.innerText")
+            time.sleep(0.25)
 
 
 @pytest.mark.spark

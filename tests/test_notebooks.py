@@ -105,11 +105,11 @@ def test_frame_flattens_json_values_and_keeps_the_rest_raw():
 def test_progress_helpers_count_records_from_offsets_and_list_state_variables():
     import pandas as pd
     from joinlab.notebook import rows
-    from joinlab.notebook.progress import _offset_span
+    from joinlab.status import offset_spans
     from joinlab.state import _state_variables
     source = {"startOffset": {"a": {"0": 5, "1": 0}}, "endOffset": {"a": {"0": 9, "1": 3}, "b": {"0": 2}}}
-    assert _offset_span(source) == 4 + 3 + 2
-    assert _offset_span({"startOffset": None, "endOffset": '{"a": {"0": 4}}'}) == 4
+    assert offset_spans(source) == {"a": 4 + 3, "b": 2}
+    assert offset_spans({"startOffset": None, "endOffset": '{"a": {"0": 4}}'}) == {"a": 4}
     props = '{"stateVariables": [{"stateName": "user", "stateVariableType": "ValueState"}]}'
     assert _state_variables(props) == ["user (ValueState)"] and _state_variables(None) == []
     df = pd.DataFrame({"user_id": [1, 2]})

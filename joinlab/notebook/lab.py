@@ -9,7 +9,7 @@ import inspect
 import json
 import os
 import shutil
-import types
+import time
 from typing import Any, Callable, Iterable
 
 import pandas as pd
@@ -21,7 +21,8 @@ from joinlab import state as state_source
 from joinlab.notebook.env import connect, setting
 from joinlab.notebook.feed import Feed
 from joinlab.notebook.peek import frame, latest_records, topic_ends
-from joinlab.notebook.progress import OBSERVED, as_dict, wait_until
+from joinlab.notebook.progress import as_dict, wait_until
+from joinlab.status import Watcher, observed
 from joinlab.topics import Record as TopicRecord
 from joinlab.topics import create_topics, read_topics
 
@@ -118,23 +119,13 @@ class Lab:
     # --- Spark and the job
     def start_spark(self):
         """The lab's Spark session (RocksDB state store), kept for the rest of the notebook."""
-        from joinlab.spark import session
+        from joinlab.spark import session, ui_url
         os.environ.setdefault("LAB_SPARK_LOG_LEVEL", "ERROR")  # keep WARN lines out of the cells
         self.spark = session(f"notebook-{self.pattern}",
                              **{"spark.sql.streaming.numRecentProgressUpdates": "1000"})
+        if ui_url(self.spark):
+            print(f"Spark UI {ui_url(self.spark)} (Structured Streaming tab: rates, durations, state, watermark)")
         return self.spark
-
-    def _observed_job(self, solution=None) -> types.SimpleNamespace:
-        """The job (with `solution`'s processors) and a count of records per output topic in every
-        micro-batch's progress."""
-        from pyspark.sql import functions as F
-        job = self.job
-
-        def build(raw, _solution=None):
-            out = job.build(raw, solution)
-            return out.observe(OBSERVED, *[F.count_if(F.col("topic") == t).alias(t) for t in job.OUTPUT_TOPICS])
-        return types.SimpleNamespace(INPUT_TOPICS=job.INPUT_TOPICS, OUTPUT_TOPICS=job.OUTPUT_TOPICS, build=build,
-                                     SPARK_CONF=getattr(job, "SPARK_CONF", {}))
 
     def start_job(self, trigger: str = "2 seconds", max_offsets_per_trigger: int | None = None,
                   fresh: bool = True, solution=None):
@@ -155,9 +146,9 @@ class Lab:
         if self.services is None:
             self.services = runner.services(self.job, self.bootstrap)
             self.services.__enter__()
-        self.query = runner.start(spark, self._observed_job(solution), self.bootstrap, self.checkpoint,
+        self.query = runner.start(spark, observed(self.job), self.bootstrap, self.checkpoint,
                                   trigger_interval=trigger, max_offsets_per_trigger=max_offsets_per_trigger,
-                                  name=self.query_name)
+                                  name=self.query_name, solution=solution)
         print(f"started {self.query_name}: trigger every {trigger}, checkpoint {self.checkpoint}")
         return self.query
 
@@ -186,6 +177,23 @@ class Lab:
         """One row per micro-batch with input (from `query.recentProgress`): records read (from
         the source offsets), records written per output topic, duration, state rows and memory."""
         return query_progress.batches(self.query.recentProgress if self.query else [])
+
+    def watch(self, until: Callable[[], Any] | None = None, timeout_s: float = 30, rows: int = 8,
+              every_s: float = 1.0) -> None:
+        """A live table of the last `rows` micro-batches, the numbers `joinlab run` prints per batch
+        (records in and out per topic, dead letters, seconds, watermark, state rows per stage),
+        updated in place every `every_s` until `until()` is true or `timeout_s` has passed (no
+        error then: it is something to look at)."""
+        from IPython.display import display
+        handle = display(pd.DataFrame(), display_id=True)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            self.check_query()
+            table = query_progress.status_table(Watcher(self.job).new(self.query.recentProgress if self.query else []))
+            handle.update(table.tail(rows))
+            if (until and until()) or time.monotonic() > deadline:
+                return
+            time.sleep(every_s)
 
     # --- state
     def state_metadata(self) -> pd.DataFrame:

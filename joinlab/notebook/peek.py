@@ -6,13 +6,12 @@ disappearing, because the malformed records are part of what the notebooks show.
 from __future__ import annotations
 
 import json
-import time
 from contextlib import closing
 from typing import Any, Iterable
 
 import pandas as pd
 
-from joinlab.topics import Record, end_offsets, partitions_of, plain_consumer
+from joinlab.topics import NoSuchTopic, Record, end_offsets, partitions_of, plain_consumer, tail
 
 
 def _decode(value: bytes | None) -> Any:
@@ -63,22 +62,8 @@ def topic_ends(bootstrap: str, topics: Iterable[str]) -> dict[str, dict[str, int
 
 
 def latest_records(bootstrap: str, topic: str, n: int) -> list[Record]:
-    """The last `n` records of `topic` (by Kafka timestamp, across partitions)."""
-    out: list[Record] = []
-    with closing(plain_consumer(bootstrap)) as consumer:
-        tps = partitions_of(consumer, [topic])
-        ends = end_offsets(consumer, tps)
-        starts = consumer.beginning_offsets(tps)
-        pending = {tp for tp in tps if ends[tp] > starts[tp]}
-        consumer.assign(list(pending))
-        for tp in pending:
-            consumer.seek(tp, max(starts[tp], ends[tp] - n))
-        deadline = time.monotonic() + 60
-        while pending and time.monotonic() < deadline:
-            for tp, batch in consumer.poll(timeout_ms=200).items():
-                out += [Record(r.topic, r.partition, r.offset, r.key, r.value, r.timestamp)
-                        for r in batch if r.offset < ends[tp]]
-                if consumer.position(tp) >= ends[tp]:
-                    pending.discard(tp)
-    out.sort(key=lambda r: (r.timestamp_ms, r.partition, r.offset))
-    return out[-n:]
+    """The last `n` records of `topic` (by Kafka timestamp, across partitions); [] if it does not exist."""
+    try:
+        return list(tail(bootstrap, topic, n))
+    except NoSuchTopic:
+        return []

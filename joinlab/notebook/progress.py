@@ -1,40 +1,23 @@
 """What the job has done, as tables: records per topic over time, and one row per micro-batch.
 
-Why offsets and not Spark's row counts: numInputRows counts a source once per scan, and a job
-that reads its input in two branches (events and dead letters) scans it twice.
+The per-batch numbers are those of `joinlab run`'s status line (joinlab.status says where each
+comes from and why).
 """
 from __future__ import annotations
 
-import json
 import time
 from typing import Any, Callable
 
 import pandas as pd
 
-OBSERVED = "records_out"  # the name of the per-output-topic counts in each micro-batch's progress
-
-
-def as_dict(progress: Any) -> dict:
-    """A StreamingQueryProgress (or the dict older pyspark returns) as a plain dict; {} for None."""
-    return (json.loads(progress.json) if hasattr(progress, "json") else progress) or {}
-
-
-def _offsets(value) -> dict:
-    return (json.loads(value) if isinstance(value, str) else value) or {}
-
-
-def _offset_span(source: dict) -> int:
-    """Records between a source's start and end offsets ({topic: {partition: offset}})."""
-    start, end = _offsets(source.get("startOffset")), _offsets(source.get("endOffset"))
-    return sum(int(offset) - int(start.get(topic, {}).get(part, 0))
-               for topic, parts in end.items() if isinstance(parts, dict) for part, offset in parts.items())
+from joinlab.status import OBSERVED, BatchStatus, as_dict, offset_spans, offsets  # noqa: F401 (OBSERVED: notebooks)
 
 
 def caught_up(progress: dict, ends: dict[str, dict[str, int]]) -> bool:
     """True when the micro-batch of `progress` read up to `ends` ({topic: {partition: offset}})."""
     if not progress.get("sources"):
         return False
-    done = _offsets(progress["sources"][0]["endOffset"])
+    done = offsets(progress["sources"][0]["endOffset"])
     return all(int(done.get(t, {}).get(p, 0)) >= end for t, parts in ends.items() for p, end in parts.items())
 
 
@@ -46,7 +29,7 @@ def batches(recent: list) -> pd.DataFrame:
         if not p.get("numInputRows"):
             continue
         row = {"batch": p["batchId"], "time": pd.Timestamp(p["timestamp"]),
-               "records in": sum(_offset_span(src) for src in p.get("sources", [])),
+               "records in": sum(sum(offset_spans(src).values()) for src in p.get("sources", [])),
                "duration s": p.get("batchDuration", p["durationMs"].get("triggerExecution", 0)) / 1000}
         for topic, n in ((p.get("observedMetrics") or {}).get(OBSERVED) or {}).items():
             row[f"out {topic}"] = n
@@ -57,6 +40,20 @@ def batches(recent: list) -> pd.DataFrame:
             row["state memory KiB"] = sum(op["memoryUsedBytes"] for op in ops) / 1024
         out.append(row)
     return pd.DataFrame(out).set_index("batch") if out else pd.DataFrame()
+
+
+def status_table(statuses: list[BatchStatus]) -> pd.DataFrame:
+    """`joinlab run`'s status lines as a table, one row per micro-batch."""
+    rows = []
+    for status in statuses:
+        row = {"batch": status.batch, **{f"in {t}": n for t, n in status.records_in.items()},
+               **{f"out {t}": n for t, n in status.records_out.items()},
+               "dead letters": status.dead_letters, "seconds": round(status.duration_s, 2)}
+        if status.watermark is not None:
+            row["watermark"] = status.watermark.replace("T", " ").rstrip("Z")
+        row["state rows"] = " / ".join(map(str, status.state_rows))
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("batch") if rows else pd.DataFrame()
 
 
 def timeline(records: pd.DataFrame, topics: list[str], freq: str = "1s",

@@ -132,14 +132,50 @@ def worker_registered(worker: Service) -> bool:
 
 # --- JupyterLab ---------------------------------------------------------------------------------
 
+# JupyterLab for a room of participants. Defaults (a participant's own settings still win): no
+# pop-up asking about Jupyter news and no update check, each a request to the internet.
+JUPYTER_DEFAULTS = {"@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": False}}
+# The first page: the notebooks' README, rendered, beside the file browser. A workspace, not a
+# /lab/tree/README.md link: that opens Markdown as source. Written only when there is none yet, so
+# a participant's own layout is kept across `make up`.
+START_README = "README.md"  # in the root folder, notebooks/
+START_WORKSPACE = {
+    "data": {"layout-restorer:data": {
+        "main": {"dock": {"type": "tab-area", "currentIndex": 0, "widgets": [f"markdownviewer-widget:{START_README}"]},
+                 "current": f"markdownviewer-widget:{START_README}"},
+        "left": {"collapsed": False, "visible": True, "current": "filebrowser", "widgets": ["filebrowser"]}},
+        f"markdownviewer-widget:{START_README}": {"data": {"path": START_README, "factory": "Markdown Preview"}}},
+    "metadata": {"id": "default"}}
+
+
+def jupyter_folders() -> tuple[Path, Path]:
+    """(app settings, workspaces) under LAB_HOME, with JUPYTER_DEFAULTS and the start workspace."""
+    from jupyterlab_server.workspaces_handler import WORKSPACE_EXTENSION, slugify
+    settings_dir, workspaces = lab_home() / "jupyter" / "settings", lab_home() / "jupyter" / "workspaces"
+    for folder in (settings_dir, workspaces):
+        folder.mkdir(parents=True, exist_ok=True)
+    (settings_dir / "overrides.json").write_text(json.dumps(JUPYTER_DEFAULTS, indent=2) + "\n")
+    start = workspaces / (slugify("default") + WORKSPACE_EXTENSION)
+    if not start.exists():
+        start.write_text(json.dumps(START_WORKSPACE, indent=2) + "\n")
+    return settings_dir, workspaces
+
+
+def jupyter_start_url(jupyter: Service) -> str:
+    """The one URL a participant opens (the token signs them in)."""
+    return f"{jupyter.url}/lab?token={jupyter.extra['token']}"
+
+
 def start_jupyter(token: str, notebooks: Path, extra_env: dict[str, str] | None = None) -> Service:
     number = port("jupyter")
     env = base_env()
     env.update(extra_env or {})
     env["JUPYTER_TOKEN"] = token  # from the environment, so it is not in `ps` output for all to read
     env.pop("JUPYTER_TOKEN_FILE", None)
+    settings_dir, workspaces = jupyter_folders()
     cmd = [sys.executable, "-m", "jupyterlab", "--ip", HOST, "--port", str(number), "--no-browser",
-           "--ServerApp.port_retries=0", f"--ServerApp.root_dir={notebooks}"]
+           "--ServerApp.port_retries=0", f"--ServerApp.root_dir={notebooks}",
+           f"--LabApp.app_settings_dir={settings_dir}", f"--LabApp.workspaces_dir={workspaces}"]
     if os.geteuid() == 0:  # JupyterLab refuses root unless told (CI runners, containers)
         cmd.append("--allow-root")
     return procs.spawn(JUPYTER, cmd, "jupyterlab", env, url=f"http://{HOST}:{number}",

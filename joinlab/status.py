@@ -1,0 +1,159 @@
+"""One micro-batch at a glance: what `joinlab run` prints per batch and what the notebooks tabulate.
+
+Every number comes from the batch's StreamingQueryProgress, so watching costs the job nothing:
+- records in per topic: the source's end minus start offsets. Not numInputRows: that counts a
+  source once per scan, and a job that reads its input in two branches (events and dead letters)
+  scans it twice; it is also one number for all the topics of the source.
+- records out per topic (dead letters among them): the job's output counted by Spark's `observe`
+  (`observed(job)`), which sums as the rows pass on to the sink, in the same scan. The sink's own
+  `numOutputRows` is one number for all topics, and -1 for the Python sink.
+- state rows per stateful stage: `stateOperators[].numRowsTotal`, in the order Spark lists them.
+- watermark: `eventTime.watermark`, for the patterns that declare one.
+"""
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import threading
+import types
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterable
+
+OBSERVED = "records_out"  # the name of the per-output-topic counts in each micro-batch's progress
+NO_WATERMARK = "1970-01-01T00:00:00.000Z"  # what Spark reports until the first event passes the delay
+
+
+def as_dict(progress: Any) -> dict:
+    """A StreamingQueryProgress (or the dict older pyspark returns) as a plain dict; {} for None."""
+    return (json.loads(progress.json) if hasattr(progress, "json") else progress) or {}
+
+
+def offsets(value) -> dict:
+    """A source offset as {topic: {partition: offset}} (Spark gives a JSON string; {} for None)."""
+    return (json.loads(value) if isinstance(value, str) else value) or {}
+
+
+def offset_spans(source: dict) -> dict[str, int]:
+    """Records per topic between a source's start and end offsets ({topic: {partition: offset}});
+    a first batch has no start offset: it read from offset 0 (the lab never trims its topics)."""
+    start, end = offsets(source.get("startOffset")), offsets(source.get("endOffset"))
+    return {topic: sum(int(offset) - int(start.get(topic, {}).get(part, 0)) for part, offset in parts.items())
+            for topic, parts in end.items() if isinstance(parts, dict)}
+
+
+def observed(job: types.ModuleType) -> types.SimpleNamespace:
+    """`job` with a count of its output rows per topic in every micro-batch's progress
+    (`observedMetrics[OBSERVED]`); everything else of the job as it is."""
+    from pyspark.sql import functions as F
+
+    def build(raw, solution=None):
+        out = job.build(raw, solution)
+        return out.observe(OBSERVED, *[F.count_if(F.col("topic") == t).alias(t) for t in job.OUTPUT_TOPICS])
+    attributes = {name: getattr(job, name) for name in dir(job) if not name.startswith("__")}
+    return types.SimpleNamespace(**{**attributes, "build": build})
+
+
+@dataclass
+class BatchStatus:
+    batch: int
+    records_in: dict[str, int]
+    records_out: dict[str, int]           # per output topic, dead-letter topic excluded
+    dead_letters: int
+    duration_s: float
+    watermark: str | None                 # ISO-8601 UTC; NO_WATERMARK before it first moves, None if the job has none
+    state_rows: list[int] = field(default_factory=list)  # one per stateful stage
+    timestamp: str = ""
+
+    def line(self) -> str:
+        """`batch 12 | in tweets 47, users 3 | out tweet-views 45 | dead letters 2 | 0.84 s | ...`"""
+        parts = [f"batch {self.batch}",
+                 "in " + _counts(self.records_in),
+                 "out " + _counts(self.records_out),
+                 f"dead letters {self.dead_letters}",
+                 f"{self.duration_s:.2f} s"]
+        if self.watermark:
+            parts.append("watermark " + ("-" if self.watermark == NO_WATERMARK
+                                         else self.watermark.replace("T", " ").replace(".000Z", "").rstrip("Z")))
+        if self.state_rows:
+            parts.append("state rows " + " / ".join(str(n) for n in self.state_rows))
+        return " | ".join(parts)
+
+    def json(self) -> str:
+        return json.dumps(asdict(self), separators=(",", ":"))
+
+
+def _counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{topic} {n}" for topic, n in counts.items()) if counts else "0"
+
+
+def executed(progress: dict) -> bool:
+    """Whether the progress is of a micro-batch that ran (with input, or a no-data batch that moves
+    the watermark); Spark also reports idle triggers, which ran nothing."""
+    return "addBatch" in (progress.get("durationMs") or {})
+
+
+def batch_status(progress: Any, input_topics: Iterable[str], output_topics: Iterable[str],
+                 dead_letter_topic: str | None) -> BatchStatus:
+    p = as_dict(progress)
+    read: dict[str, int] = {}
+    for source in p.get("sources") or []:
+        for topic, n in offset_spans(source).items():
+            read[topic] = read.get(topic, 0) + n
+    written = (p.get("observedMetrics") or {}).get(OBSERVED) or {}
+    event_time = p.get("eventTime") or {}
+    duration_ms = p.get("batchDuration") or (p.get("durationMs") or {}).get("triggerExecution", 0)
+    return BatchStatus(
+        batch=p["batchId"],
+        records_in={t: read.get(t, 0) for t in input_topics},
+        records_out={t: int(written.get(t, 0)) for t in output_topics if t != dead_letter_topic},
+        dead_letters=int(written.get(dead_letter_topic, 0)) if dead_letter_topic else 0,
+        duration_s=duration_ms / 1000,
+        watermark=event_time.get("watermark"),
+        state_rows=[op["numRowsTotal"] for op in p.get("stateOperators") or []],
+        timestamp=p.get("timestamp", ""))
+
+
+class Watcher:
+    """Turns a query's recent progress into one BatchStatus per executed micro-batch, each once."""
+
+    def __init__(self, job: types.ModuleType):
+        self.inputs = list(job.INPUT_TOPICS)
+        self.outputs = list(job.OUTPUT_TOPICS)
+        self.dead_letters = getattr(job, "DEAD_LETTERS_TOPIC", None)
+        self.last_batch = -1
+
+    def new(self, recent: Iterable[Any]) -> list[BatchStatus]:
+        fresh = []
+        for p in map(as_dict, recent):
+            if p.get("batchId", -1) > self.last_batch and executed(p):
+                fresh.append(batch_status(p, self.inputs, self.outputs, self.dead_letters))
+                self.last_batch = p["batchId"]
+        return fresh
+
+
+def follow(query, job: types.ModuleType, label: str, shown: str = "line", out=print) -> None:
+    """Until `query` ends or Ctrl-C stops it: each executed micro-batch as a status line
+    (`shown="line"`, after `label`), a JSON object (`"json"`) or nothing (`"quiet"`).
+
+    Ctrl-C only sets a flag here, and the loop stops the query: pyspark's own SIGINT handler calls
+    into the JVM from inside the call that was interrupted, which ends in py4j tracebacks."""
+    watcher = Watcher(job)
+    interrupted = threading.Event()
+
+    def report() -> None:
+        for status in watcher.new(query.recentProgress):
+            if shown != "quiet":
+                out(status.json() if shown == "json" else f"{label} {status.line()}", flush=True)
+    in_main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, lambda *_: interrupted.set()) if in_main else None
+    try:
+        while not interrupted.is_set() and not query.awaitTermination(0.5):
+            report()
+        if interrupted.is_set():
+            print(f"{label}: stopping (Ctrl-C)", file=sys.stderr, flush=True)
+            query.stop()
+    finally:
+        if in_main:
+            signal.signal(signal.SIGINT, previous)
+    report()

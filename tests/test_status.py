@@ -1,0 +1,181 @@
+"""What a person sees while a job runs: `joinlab run`'s line per micro-batch, the Spark UI setting,
+and the log settings. The numbers are checked against the topics themselves on a real broker and
+a real Spark run."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from joinlab import logs
+from joinlab.status import NO_WATERMARK, Watcher, batch_status
+from tests.conftest import ROOT, kill_group, records_in, wait_for
+
+LOTTERY_PROGRESS = {
+    "id": "q", "runId": "r", "name": "lottery", "timestamp": "2026-11-22T10:00:02.000Z", "batchId": 7,
+    "batchDuration": 1234, "numInputRows": 90,
+    "durationMs": {"addBatch": 1100, "triggerExecution": 1234},
+    "eventTime": {"avg": "2026-01-01T00:00:09.000Z", "max": "2026-01-01T00:00:12.000Z",
+                  "min": "2026-01-01T00:00:05.000Z", "watermark": "2026-01-01T00:00:07.000Z"},
+    "stateOperators": [{"operatorName": "transformWithStateExec", "numRowsTotal": n, "numRowsUpdated": 1,
+                        "memoryUsedBytes": 1} for n in (12, 40, 3)],
+    "sources": [{"description": "kafka", "numInputRows": 90,
+                 "startOffset": '{"lottery-events":{"0":10,"1":20},"user-events":{"0":5}}',
+                 "endOffset": '{"lottery-events":{"0":40,"1":45},"user-events":{"0":40}}'}],
+    "sink": {"description": "kafka", "numOutputRows": -1},
+    "observedMetrics": {"records_out": {"lottery-winners": 2, "lottery-rejections": 9, "lottery-dlq": 1}},
+}
+LOTTERY_TOPICS = (["lottery-events", "user-events"], ["lottery-winners", "lottery-rejections", "lottery-dlq"],
+                  "lottery-dlq")
+
+
+def test_the_status_line_shows_each_number_of_the_batch():
+    status = batch_status(LOTTERY_PROGRESS, *LOTTERY_TOPICS)
+    assert status.line() == ("batch 7 | in lottery-events 55, user-events 35 | out lottery-winners 2, "
+                             "lottery-rejections 9 | dead letters 1 | 1.23 s | watermark 2026-01-01 00:00:07 | "
+                             "state rows 12 / 40 / 3")
+    assert json.loads(status.json()) == {
+        "batch": 7, "records_in": {"lottery-events": 55, "user-events": 35},
+        "records_out": {"lottery-winners": 2, "lottery-rejections": 9}, "dead_letters": 1, "duration_s": 1.234,
+        "watermark": "2026-01-01T00:00:07.000Z", "state_rows": [12, 40, 3], "timestamp": "2026-11-22T10:00:02.000Z"}
+
+
+def test_a_first_batch_reads_from_offset_zero_and_a_job_without_watermark_shows_none():
+    first = dict(LOTTERY_PROGRESS, batchId=0, eventTime={}, stateOperators=[], observedMetrics={},
+                 sources=[{"startOffset": None, "endOffset": {"lottery-events": {"0": 4}}}])
+    status = batch_status(first, *LOTTERY_TOPICS)
+    assert status.records_in == {"lottery-events": 4, "user-events": 0}
+    assert status.records_out == {"lottery-winners": 0, "lottery-rejections": 0} and status.dead_letters == 0
+    assert "watermark" not in status.line() and "state rows" not in status.line()
+    unset = batch_status(dict(LOTTERY_PROGRESS, eventTime={"watermark": NO_WATERMARK}), *LOTTERY_TOPICS)
+    assert "| watermark - |" in unset.line()
+
+
+def test_the_watcher_reports_each_executed_batch_once_and_skips_idle_triggers():
+    job = type("Job", (), {"INPUT_TOPICS": LOTTERY_TOPICS[0], "OUTPUT_TOPICS": LOTTERY_TOPICS[1],
+                           "DEAD_LETTERS_TOPIC": "lottery-dlq"})
+    idle = dict(LOTTERY_PROGRESS, batchId=8, numInputRows=0, durationMs={"triggerExecution": 3})
+    no_data = dict(LOTTERY_PROGRESS, batchId=8, numInputRows=0)  # ran: the watermark moved
+    watcher = Watcher(job)
+    assert [s.batch for s in watcher.new([LOTTERY_PROGRESS, idle])] == [7]
+    assert watcher.new([LOTTERY_PROGRESS, idle]) == []
+    assert [s.batch for s in watcher.new([LOTTERY_PROGRESS, idle, no_data])] == [8]
+
+
+# --- logs ---------------------------------------------------------------------------------------
+
+def test_the_log_level_lives_in_one_place_and_info_shows_everything(monkeypatch):
+    monkeypatch.setenv(logs.LEVEL_VARIABLE, "warn")
+    quiet = logs.log4j2_properties()
+    assert "rootLogger.level = WARN" in quiet
+    for rule in logs.QUIET_EVENTS:
+        assert f"name = {rule.logger}\n" in quiet
+    assert logs.quiet_line("WARNING: Using incubator modules: jdk.incubator.vector\n")
+    assert logs.quiet_line("Streaming TransformWithStateInPandas Python worker Starting execution of UDF: f.\n")
+    assert not logs.quiet_line("Traceback (most recent call last):\n")
+    monkeypatch.setenv(logs.LEVEL_VARIABLE, "INFO")
+    verbose = logs.log4j2_properties()
+    assert "rootLogger.level = INFO" in verbose and "logger.spark.level = INFO" in verbose
+    assert not any(rule.logger in verbose for rule in logs.QUIET_EVENTS) and not logs.quieting()
+    monkeypatch.setenv(logs.LEVEL_VARIABLE, "LOUD")
+    try:
+        logs.level()
+        raise AssertionError("an unknown level must be refused")
+    except ValueError as exc:
+        assert "INFO" in str(exc)
+
+
+@pytest.mark.spark
+def test_at_info_spark_shows_everything_it_quiets_at_warn(tmp_path):
+    """A driver started at LAB_SPARK_LOG_LEVEL=INFO prints Spark's INFO lines and the warnings the
+    lab quiets at WARN (pyspark alone would drop INFO lines: it counts as a shell)."""
+    script = ("from joinlab.spark import session; s = session('info'); s.range(3).count(); s.stop()")
+    env = {**os.environ, "LAB_HOME": str(tmp_path), "SPARK_MASTER": "local[1]", "LAB_SPARK_LOG_LEVEL": "INFO"}
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert " INFO SparkContext: Running Spark version" in done.stderr
+    assert "incubator modules" in done.stderr and "NativeCodeLoader" in done.stderr
+
+
+# --- Spark UI -------------------------------------------------------------------------------------
+
+def test_the_spark_ui_is_on_in_the_lab_and_off_in_tests(monkeypatch):
+    from joinlab.spark import ui_enabled
+    assert os.environ["LAB_SPARK_UI"] == "false" and not ui_enabled()  # tests/conftest
+    monkeypatch.delenv("LAB_SPARK_UI")
+    assert ui_enabled()
+    for off in ("0", "no", "False", "off"):
+        monkeypatch.setenv("LAB_SPARK_UI", off)
+        assert not ui_enabled()
+
+
+LOOPBACK = {"0100007F", "0000000000000000FFFF00000100007F"}  # 127.0.0.1 in /proc/net/tcp, and as ::ffff:127.0.0.1
+
+
+def _listening_addresses(port: int) -> set[str]:
+    """Local addresses of the TCP sockets listening on `port` (from /proc/net/tcp and tcp6)."""
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for row in Path(table).read_text().splitlines()[1:]:
+            local, state = row.split()[1], row.split()[3]
+            address, hex_port = local.split(":")
+            if state == "0A" and int(hex_port, 16) == port:
+                found.add(address)
+    return found
+
+
+def test_joinlab_run_prints_a_line_per_batch_that_matches_the_topics_and_the_ui_answers_on_loopback(
+        tmp_path):
+    """`joinlab run tweet-views --json` with the UI on: the lines add up to what is on the topics,
+    the UI answers on 127.0.0.1 only, a quieted warning never shows, and Ctrl-C ends it cleanly."""
+    from joinlab.broker import EmbeddedBroker
+    from generators.tweet_views import main as generate
+    with EmbeddedBroker(log_path=tmp_path / "broker.log") as broker:
+        bootstrap = broker.bootstrap_servers
+        generate(["--count", "300", "--seed", "3", "--malformed", "0.05", "--bootstrap", bootstrap,
+                  "--no-progress"])
+        sent = records_in(bootstrap, ["users", "tweets"])
+        env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": bootstrap, "LAB_HOME": str(tmp_path),
+               "SPARK_MASTER": "local[2]", "LAB_SPARK_UI": "true", "LAB_SPARK_LOG_LEVEL": "WARN"}
+        out, err = tmp_path / "run.out", tmp_path / "run.err"
+        with open(out, "wb") as stdout, open(err, "wb") as stderr:
+            process = subprocess.Popen([sys.executable, "-m", "joinlab", "run", "tweet-views", "--json",
+                                        "--checkpoint", str(tmp_path / "checkpoint")], cwd=ROOT, env=env,
+                                       stdout=stdout, stderr=stderr, start_new_session=True)
+            try:
+                def lines():
+                    return [json.loads(line) for line in out.read_text().splitlines()]
+                wait_for(lambda: sum(sum(b["records_in"].values()) for b in lines()) >= sent
+                         or process.poll() is not None, 480, "batches that read every input record", 0.5)
+                assert process.poll() is None, err.read_text()[-3000:]
+                url = re.search(r"Spark UI (http://\S+)", err.read_text()).group(1)
+                assert url.startswith("http://127.0.0.1:")
+                with urllib.request.urlopen(f"{url}/StreamingQuery/", timeout=30) as page:
+                    assert page.status == 200 and "tweet_views" in page.read().decode()
+                listening = _listening_addresses(int(url.rsplit(":", 1)[1]))
+                assert listening and listening <= LOOPBACK, f"the UI listens on {listening}, not 127.0.0.1 only"
+                process.send_signal(signal.SIGINT)
+                assert process.wait(timeout=60) == 0, err.read_text()[-3000:]
+            finally:
+                kill_group(process)
+        batches = lines()
+        assert [b["batch"] for b in batches] == sorted({b["batch"] for b in batches})
+        assert sum(sum(b["records_in"].values()) for b in batches) == sent
+        assert sum(b["records_out"]["tweet-views"] for b in batches) == records_in(bootstrap, ["tweet-views"]) > 0
+        assert sum(b["dead_letters"] for b in batches) == records_in(bootstrap, ["tweet-views-dlq"]) > 0
+        assert batches[-1]["state_rows"] and batches[-1]["state_rows"][0] > 0
+        assert batches[-1]["watermark"] is None  # tweet views keeps every user and tweet: no watermark
+        shown = err.read_text()
+        assert "Traceback" not in shown and "tweet-views: stopping (Ctrl-C)" in shown, shown[-3000:]
+        for noise in ("incubator modules", "NativeCodeLoader", "Disabling AQE", "adaptive.enabled", "could not bind",
+                      "Failed to cancel job group",
+                      "TransformWithStateInPandas Python worker", "log4j profile"):
+            assert noise not in shown, f"{noise!r} should be quiet:\n{shown[-3000:]}"
