@@ -15,10 +15,17 @@ from joinlab.config import shuffle_partitions, spark_master
 
 OFFICIAL = "kafka"
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+# State store settings that cut a micro-batch's commit: RocksDB writes a small changelog per
+# commit instead of uploading a snapshot of its files, and does not count the rows of every store
+# on every commit. Neither is fixed by a checkpoint: an old checkpoint resumes with them as is.
+STATE_STORE_CONF = {"spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+                    "spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows": "false"}
 
 
 def session(app_name: str = "stream-join-lab", **conf: str) -> SparkSession:
     """A session with the RocksDB state store (transformWithState needs it) and small defaults.
+    Shuffle partitions (joinlab.config.shuffle_partitions) are fixed by a query's checkpoint:
+    Spark restores a checkpoint's own number on restart, whatever the session says.
 
     Python workers run the driver's interpreter, so they import the same installed packages
     (a worker on another Python is the most common failure of PySpark labs)."""
@@ -29,6 +36,7 @@ def session(app_name: str = "stream-join-lab", **conf: str) -> SparkSession:
     builder = (SparkSession.builder.appName(app_name).master(spark_master())
                .config("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
                .config("spark.sql.shuffle.partitions", str(shuffle_partitions()))
+               .config(map=STATE_STORE_CONF)
                .config("spark.sql.session.timeZone", "UTC")
                .config("spark.ui.enabled", os.environ.get("LAB_SPARK_UI", "false"))
                .config("spark.driver.bindAddress", "127.0.0.1" if driver_host == "127.0.0.1" else "0.0.0.0")
