@@ -16,7 +16,7 @@ ProcessingTime time mode; this join runs in time mode None, the processor contra
 from __future__ import annotations
 
 import os
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Iterator, NamedTuple
 
 from pyspark.sql import Row
@@ -49,6 +49,12 @@ class Author(NamedTuple):
 def retention() -> timedelta:
     return timedelta(milliseconds=duration_ms(os.environ.get("LAB_TWEET_VIEWS_RETENTION", "30 days"),
                                               "LAB_TWEET_VIEWS_RETENTION"))
+
+
+def utc(moment: datetime) -> datetime:
+    """An aware UTC time: Spark hands input rows' times and stored times over differently (aware,
+    or naive in local time), and the retention compares the two."""
+    return moment.astimezone(timezone.utc)
 
 
 # The layout before one value per author (a value "user" and a map "tweets" per author): read
@@ -84,16 +90,16 @@ class TweetViewsProcessor(StatefulProcessor):
         self.legacy_tweets.clear()
         user = User(*user) if user is not None else None
         times = [t.event_time for t in tweets] + ([user.event_time] if user else [])
-        return Author(user, tweets, max(times))
+        return Author(user, tweets, max(utc(t) for t in times))
 
     def handleInputRows(self, key, rows, timerValues) -> Iterator[Row]:
         stored = self._stored()
         user = stored.user if stored else None
         tweets = {t.tweet_id: t for t in stored.tweets} if stored else {}
-        newest = stored.newest if stored else None
+        newest = utc(stored.newest) if stored else None
         user_changed, changed = False, set()
         for row in rows:
-            newest = row.event_time if newest is None else max(newest, row.event_time)
+            newest = utc(row.event_time) if newest is None else max(newest, utc(row.event_time))
             if row.kind == "user":
                 if user is None or row.version > user.version:
                     user, user_changed = User(row.version, row.name, row.handle, row.event_time), True
@@ -103,8 +109,8 @@ class TweetViewsProcessor(StatefulProcessor):
                     tweets[row.tweet_id] = Tweet(row.tweet_id, row.version, row.text, row.event_time)
                     changed.add(row.tweet_id)
         horizon = newest - self.retention
-        kept = {t.tweet_id: t for t in tweets.values() if t.event_time >= horizon}
-        if user_changed or changed or len(kept) < len(tweets) or (stored and newest > stored.newest):
+        kept = {t.tweet_id: t for t in tweets.values() if utc(t.event_time) >= horizon}
+        if user_changed or changed or len(kept) < len(tweets) or (stored and newest > utc(stored.newest)):
             self.author.update(Author(user, list(kept.values()), newest))
         if user is None:
             return  # tweets wait in state until their author arrives

@@ -73,9 +73,10 @@ def _official_connector_present(spark: SparkSession) -> bool:
 
 
 def read_kafka(spark: SparkSession, bootstrap: str, topics: list[str], starting: str = "earliest",
-               max_offsets_per_trigger: int | None = None) -> DataFrame:
-    """A streaming DataFrame over `topics` with the official connector's columns."""
-    reader = (spark.readStream.format(kafka_format(spark))
+               max_offsets_per_trigger: int | None = None, **options: str) -> DataFrame:
+    """A streaming DataFrame over `topics` with the official connector's columns (`options`: more
+    source options, e.g. the lab connector's joinlab.pooling)."""
+    reader = (spark.readStream.format(kafka_format(spark)).options(**options)
               .option("kafka.bootstrap.servers", bootstrap)
               .option("subscribe", ",".join(topics))
               .option("startingOffsets", starting)
@@ -92,8 +93,8 @@ def read_kafka_batch(spark: SparkSession, bootstrap: str, topics: list[str]) -> 
             .option("endingOffsets", "latest").load())
 
 
-def kafka_sink(df: DataFrame, bootstrap: str, checkpoint: str) -> DataStreamWriter:
-    """A writeStream to Kafka; rows carry `topic`, `key`, `value`."""
-    return (df.writeStream.format(kafka_format(df.sparkSession))
+def kafka_sink(df: DataFrame, bootstrap: str, checkpoint: str, **options: str) -> DataStreamWriter:
+    """A writeStream to Kafka; rows carry `topic`, `key`, `value` (`options`: more sink options)."""
+    return (df.writeStream.format(kafka_format(df.sparkSession)).options(**options)
             .option("kafka.bootstrap.servers", bootstrap)
             .option("checkpointLocation", checkpoint))

@@ -9,6 +9,7 @@ from jobs.tweet_views_solution import LEGACY_USER, Author, Tweet, TweetViewsProc
 from joinlab.named_state import ddl
 
 T = datetime(2026, 1, 1, tzinfo=timezone.utc)
+NAIVE = datetime(2026, 1, 1, 0, 30)  # as Spark hands a stored time back: naive, local (the tests run in UTC)
 
 
 def user(version, name="ann", user_id=1, at=T):
@@ -115,3 +116,9 @@ def test_a_checkpoint_of_the_per_event_layout_is_moved_into_one_value_and_keeps_
     assert stored(tester).user.version == 2 and len(stored(tester).tweets) == 2
     assert tester.peekValueState("user", 1) is None and tester.peekMapState("tweets", 1) == {}
     assert LEGACY_USER == ddl(User)
+
+
+def test_naive_and_aware_times_mix_as_spark_hands_them_over():
+    tester = TwsTester(TweetViewsProcessor())
+    tester.test(1, [user(1), tweet(10, at=NAIVE)])
+    assert views(tester.test(1, [tweet(11, at=T), user(2, at=NAIVE)])) == [(10, 1, 2, "hi", "ann"), (11, 1, 2, "hi", "ann")]

@@ -117,26 +117,36 @@ def stage_pipelines(job: ModuleType) -> dict[str, Callable[[DataFrame], tuple[Da
             "whole job (-> Kafka sink)": whole}
 
 
-def run_pipeline(spark, job: ModuleType, make: Callable, bootstrap: str, checkpoint: Path, per_trigger: int,
-                 label: str, timeout_s: float) -> BatchStats:
+def _start(spark, job: ModuleType, frame_of: Callable, bootstrap: str, checkpoint: Path, per_trigger: int,
+           options: dict[str, str], conf: dict[str, str]):
+    """An availableNow query of `frame_of(raw)` -> (frame, to_kafka), started under the job's own
+    settings and `conf` (restored afterwards), with source/sink `options`."""
     from joinlab.job import configured
     from joinlab.spark import kafka_sink, read_kafka
-
-    def start():
-        raw = read_kafka(spark, bootstrap, job.INPUT_TOPICS, starting="earliest", max_offsets_per_trigger=per_trigger)
-        frame, to_kafka = make(raw)
-        writer = kafka_sink(frame, bootstrap, str(checkpoint)) if to_kafka else _noop(frame, checkpoint)
+    raw = read_kafka(spark, bootstrap, job.INPUT_TOPICS, starting="earliest", max_offsets_per_trigger=per_trigger,
+                     **options)
+    frame, to_kafka = frame_of(raw)
+    writer = kafka_sink(frame, bootstrap, str(checkpoint), **options) if to_kafka else _noop(frame, checkpoint)
+    saved = {key: spark.conf.get(key, None) for key in conf}
+    try:
+        for key, value in conf.items():
+            spark.conf.set(key, value)
         with configured(spark, job):
             return writer.outputMode("append").trigger(availableNow=True).start()
-    return run_batches(label, start, timeout_s)
+    finally:
+        for key, value in saved.items():
+            spark.conf.unset(key) if value is None else spark.conf.set(key, value)
+
+
+def run_pipeline(spark, job: ModuleType, frame_of: Callable, bootstrap: str, checkpoint: Path, per_trigger: int,
+                 label: str, timeout_s: float) -> BatchStats:
+    return run_batches(label, lambda: _start(spark, job, frame_of, bootstrap, checkpoint, per_trigger, {}, {}),
+                       timeout_s)
 
 
 def run_job(spark, job: ModuleType, bootstrap: str, checkpoint: Path, per_trigger: int, label: str,
-            timeout_s: float, solution: ModuleType | None = None) -> BatchStats:
-    """The whole job as `joinlab run` starts it, `per_trigger` records per batch, availableNow."""
-    from joinlab.job import start as start_job
-
-    def start():
-        return start_job(spark, job, bootstrap, str(checkpoint), available_now=True,
-                         max_offsets_per_trigger=per_trigger, solution=solution)
-    return run_batches(label, start, timeout_s)
+            timeout_s: float, solution: ModuleType | None = None, options: dict[str, str] | None = None,
+            conf: dict[str, str] | None = None) -> BatchStats:
+    """The whole job, as `joinlab run` builds it, `per_trigger` records per batch, availableNow."""
+    return run_batches(label, lambda: _start(spark, job, lambda raw: (job.build(raw, solution), True), bootstrap,
+                                             checkpoint, per_trigger, options or {}, conf or {}), timeout_s)
