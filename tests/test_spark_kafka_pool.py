@@ -73,8 +73,16 @@ def pooled_producers():
     return [client for (kind, _), (client, _) in pool._idle.items() if kind == "producer"]
 
 
+@pytest.fixture
+def broker(bootstrap):
+    """The test's broker; the pool is emptied before the broker stops (it waits for open connections)."""
+    yield bootstrap
+    pool.close_all()
+
+
 @pytest.mark.spark
-def test_sink_tasks_reuse_one_producer_and_a_failed_task_drops_it(bootstrap):
+def test_sink_tasks_reuse_one_producer_and_a_failed_task_drops_it(broker):
+    bootstrap = broker
     create_topics(bootstrap, ["out"])
     assert produce_batches(options(bootstrap), rows([b"a", b"b"])).records == 2
     [producer] = pooled_producers()

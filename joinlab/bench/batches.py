@@ -19,7 +19,7 @@ from typing import Callable
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from joinlab.bench.step import BenchError
+from joinlab.bench.step import BenchError, log
 
 # The parts of durationMs that a micro-batch spends in sequence (Spark's MicroBatchExecution):
 # planning the offsets, writing them to the WAL, running the batch (read, parse, state, sink:
@@ -64,15 +64,26 @@ def stats_of(label: str, progress: list[dict], wall_s: float) -> BatchStats:
 
 
 def run_batches(label: str, start: Callable[[], object], timeout_s: float) -> BatchStats:
-    """Start an availableNow query (`start()` returns it), wait for it to end, and read its batches."""
-    began = time.monotonic()
-    query = start()
-    if not query.awaitTermination(timeout_s):
-        query.stop()
-        raise BenchError(f"{label}: the streaming query did not finish within {timeout_s:.0f} s")
-    if query.exception() is not None:
+    """Start an availableNow query (`start()` returns it), wait for it to end, and read its batches.
+    A query that failed because a Python worker did not connect back in time (a machine too busy
+    to start a process within Spark's timeout) is started once more, from its checkpoint."""
+    for attempt in (1, 2):
+        began = time.monotonic()
+        query = start()
+        try:
+            finished = query.awaitTermination(timeout_s)
+        except Exception:  # it failed: query.exception() says why
+            finished = True
+        if not finished:
+            query.stop()
+            raise BenchError(f"{label}: the streaming query did not finish within {timeout_s:.0f} s")
+        if query.exception() is None:
+            return stats_of(label, query.recentProgress, time.monotonic() - began)
+        if attempt == 1 and "failed to connect back" in str(query.exception()):
+            log(f"  {label}: a Python worker did not connect back in time (busy machine); starting it again")
+            continue
         raise BenchError(f"{label}: the query failed: {query.exception()}")
-    return stats_of(label, query.recentProgress, time.monotonic() - began)
+    raise AssertionError("unreachable")
 
 
 # --- Pipelines: the job cut after each stage --------------------------------------------------
