@@ -78,7 +78,10 @@ def run_batches(label: str, start: Callable[[], object], timeout_s: float) -> Ba
             query.stop()
             raise BenchError(f"{label}: the streaming query did not finish within {timeout_s:.0f} s")
         if query.exception() is None:
-            return stats_of(label, query.recentProgress, time.monotonic() - began)
+            stats = stats_of(label, query.recentProgress, time.monotonic() - began)
+            log(f"  {label}: start-up {stats.first_ms:,.0f} ms, then median {stats.median_ms:,.0f} ms per batch "
+                f"({len(stats.batch_ms)} batches, {stats.rate:,.0f} records/s)")
+            return stats
         if attempt == 1 and "failed to connect back" in str(query.exception()):
             log(f"  {label}: a Python worker did not connect back in time (busy machine); starting it again")
             continue
