@@ -1,54 +1,124 @@
-"""Tweet views, the solution's processor: per author, the latest user version and the latest
-version of each of the author's tweets (transformWithState, RocksDB).
+"""Tweet views, the solution's processor: per author, one state value holding the latest user
+version and the latest version of each of the author's tweets (transformWithState, RocksDB).
 
 A new tweet emits a view when the author is known; a newer user version re-emits a view for every
 stored tweet; stale versions are ignored. So the last view of each tweet never depends on the
 order the two topics were read in. The wiring (topics, parsing, keying, sink) is jobs/tweet_views.py.
+
+Why one value per author: every state call is a round trip to the JVM. The author's state is read
+once per micro-batch and written at most once, however many of their events the batch holds.
+
+State bound: each author keeps the tweets whose event time is within RETENTION of the newest
+event time seen for that author ($LAB_TWEET_VIEWS_RETENTION, default 30 days); an older tweet is
+dropped, and an event older than that when it arrives is ignored. (Spark's state TTL needs the
+ProcessingTime time mode; this join runs in time mode None, the processor contract.)
 """
 from __future__ import annotations
 
-from typing import Iterator
+import os
+from datetime import datetime, timedelta, timezone
+from typing import Iterator, NamedTuple
 
 from pyspark.sql import Row
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
-USER_STATE = "version bigint, name string, handle string, event_time timestamp"
-TWEET_STATE = "version bigint, text string, event_time timestamp"
+from joinlab.config import duration_ms
+from joinlab.named_state import ddl
+
+
+class User(NamedTuple):
+    version: int
+    name: str
+    handle: str
+    event_time: datetime
+
+
+class Tweet(NamedTuple):
+    tweet_id: int
+    version: int
+    text: str
+    event_time: datetime
+
+
+class Author(NamedTuple):
+    user: User | None  # None while the author's tweets wait for them
+    tweets: list[Tweet]
+    newest: datetime  # the newest event time seen for this author: the retention's reference
+
+
+def retention() -> timedelta:
+    return timedelta(milliseconds=duration_ms(os.environ.get("LAB_TWEET_VIEWS_RETENTION", "30 days"),
+                                              "LAB_TWEET_VIEWS_RETENTION"))
+
+
+def utc(moment: datetime) -> datetime:
+    """An aware UTC time: Spark hands input rows' times and stored times over differently (aware,
+    or naive in local time), and the retention compares the two."""
+    return moment.astimezone(timezone.utc)
+
+
+# The layout before one value per author (a value "user" and a map "tweets" per author): read
+# once per author, moved into "author", then cleared, so a checkpoint written by it resumes.
+LEGACY_USER = "version bigint, name string, handle string, event_time timestamp"
+LEGACY_TWEET = "version bigint, text string, event_time timestamp"
 
 
 class TweetViewsProcessor(StatefulProcessor):
     """Per author: the latest user and the latest version of each tweet; emits views on change."""
 
+    def __init__(self):
+        self.retention = retention()  # read on the driver, travels with the processor
+
     def init(self, handle: StatefulProcessorHandle) -> None:
-        self.user = handle.getValueState("user", USER_STATE)
-        self.tweets = handle.getMapState("tweets", "tweet_id bigint", TWEET_STATE)
+        self.author = handle.getValueState("author", ddl(Author))
+        self.legacy_user = handle.getValueState("user", LEGACY_USER)
+        self.legacy_tweets = handle.getMapState("tweets", "tweet_id bigint", LEGACY_TWEET)
+
+    def _stored(self) -> Author | None:
+        raw = self.author.get()
+        if raw is not None:
+            return Author(User(*raw[0]) if raw[0] is not None else None, [Tweet(*t) for t in raw[1]], raw[2])
+        return self._migrated()
+
+    def _migrated(self) -> Author | None:
+        user = self.legacy_user.get()
+        tweets = ([Tweet(t, *v) for (t,), v in self.legacy_tweets.iterator()]
+                  if self.legacy_tweets.exists() else [])
+        if user is None and not tweets:
+            return None
+        self.legacy_user.clear()
+        self.legacy_tweets.clear()
+        user = User(*user) if user is not None else None
+        times = [t.event_time for t in tweets] + ([user.event_time] if user else [])
+        return Author(user, tweets, max(utc(t) for t in times))
 
     def handleInputRows(self, key, rows, timerValues) -> Iterator[Row]:
-        user_id = key[0]
-        author = self.user.get() if self.user.exists() else None
-        author_changed = False
-        changed: dict[int, tuple] = {}
+        stored = self._stored()
+        user = stored.user if stored else None
+        tweets = {t.tweet_id: t for t in stored.tweets} if stored else {}
+        newest = utc(stored.newest) if stored else None
+        user_changed, changed = False, set()
         for row in rows:
+            newest = utc(row.event_time) if newest is None else max(newest, utc(row.event_time))
             if row.kind == "user":
-                if author is None or row.version > author[0]:
-                    author, author_changed = (row.version, row.name, row.handle, row.event_time), True
+                if user is None or row.version > user.version:
+                    user, user_changed = User(row.version, row.name, row.handle, row.event_time), True
             else:
-                stored = changed.get(row.tweet_id)
-                if stored is None and self.tweets.containsKey((row.tweet_id,)):  # getValue on a new key logs a WARN
-                    stored = self.tweets.getValue((row.tweet_id,))
-                if stored is None or row.version > stored[0]:
-                    changed[row.tweet_id] = (row.version, row.text, row.event_time)
-        if author_changed:
-            self.user.update(author)
-        for tweet_id, tweet in changed.items():
-            self.tweets.updateValue((tweet_id,), tweet)
-        if author is None:
+                known = tweets.get(row.tweet_id)
+                if known is None or row.version > known.version:
+                    tweets[row.tweet_id] = Tweet(row.tweet_id, row.version, row.text, row.event_time)
+                    changed.add(row.tweet_id)
+        horizon = newest - self.retention
+        kept = {t.tweet_id: t for t in tweets.values() if utc(t.event_time) >= horizon}
+        if user_changed or changed or len(kept) < len(tweets) or (stored and newest > utc(stored.newest)):
+            self.author.update(Author(user, list(kept.values()), newest))
+        if user is None:
             return  # tweets wait in state until their author arrives
-        to_emit = self.tweets.iterator() if author_changed else (((t,), v) for t, v in changed.items())
-        for (tweet_id,), (version, text, tweet_time) in to_emit:
-            yield Row(tweet_id=tweet_id, tweet_version=version, text=text, tweet_time=tweet_time,
-                      user_id=user_id, user_version=author[0], name=author[1], handle=author[2],
-                      user_time=author[3])
+        to_emit = kept.values() if user_changed else [kept[t] for t in changed if t in kept]
+        for tweet in to_emit:
+            yield Row(tweet_id=tweet.tweet_id, tweet_version=tweet.version, text=tweet.text,
+                      tweet_time=tweet.event_time, user_id=key[0], user_version=user.version, name=user.name,
+                      handle=user.handle, user_time=user.event_time)
 
     def close(self) -> None:
         pass

@@ -29,12 +29,15 @@ def spark_master() -> str:
 
 
 def shuffle_partitions() -> int:
-    """Shuffle (and state store) partitions; small by default because the lab runs on a laptop."""
-    return int(os.environ.get("LAB_SHUFFLE_PARTITIONS", "4"))
+    """Shuffle (and state store) partitions: $LAB_SHUFFLE_PARTITIONS, else one per core of this
+    machine (2 to 8). More partitions than cores only add tasks and state stores to commit per
+    batch. A query keeps the number its checkpoint was started with (Spark restores it)."""
+    configured = os.environ.get("LAB_SHUFFLE_PARTITIONS")
+    return int(configured) if configured else max(2, min(8, os.cpu_count() or 2))
 
 
 _UNITS_MS = {"ms": 1, "millisecond": 1, "s": 1000, "sec": 1000, "second": 1000, "min": 60_000, "minute": 60_000,
-             "h": 3_600_000, "hour": 3_600_000}
+             "h": 3_600_000, "hour": 3_600_000, "d": 86_400_000, "day": 86_400_000}
 
 
 def duration_ms(text: str, name: str = "duration") -> int:

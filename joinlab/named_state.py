@@ -18,7 +18,8 @@ import types
 import typing
 from typing import Any, NamedTuple, TypeVar, get_args, get_origin, get_type_hints
 
-_SQL = {int: "bigint", str: "string", float: "double", bool: "boolean", datetime.datetime: "timestamp"}
+_SQL = {int: "bigint", str: "string", float: "double", bool: "boolean", datetime.datetime: "timestamp",
+        datetime.date: "date", bytes: "binary"}
 T = TypeVar("T", bound=tuple)
 
 
@@ -42,6 +43,9 @@ def _sql(kind) -> str:
         return f"array<{_sql(item)}>"
     if _is_named(kind):
         return "struct<" + ", ".join(f"{name}: {_sql(k)}" for name, k in get_type_hints(kind).items()) + ">"
+    if kind not in _SQL:
+        raise TypeError(f"no Spark type for {kind!r}: use int, str, float, bool, datetime, date, bytes, "
+                        "a NamedTuple, a list of one of them, or X | None")
     return _SQL[kind]
 
 

@@ -18,10 +18,17 @@ from joinlab.config import lab_home, shuffle_partitions, spark_master
 
 OFFICIAL = "kafka"
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+# State store settings that cut a micro-batch's commit: RocksDB writes a small changelog per
+# commit instead of uploading a snapshot of its files, and does not count the rows of every store
+# on every commit. Neither is fixed by a checkpoint: an old checkpoint resumes with them as is.
+STATE_STORE_CONF = {"spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+                    "spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows": "false"}
 
 
 def session(app_name: str = "stream-join-lab", **conf: str) -> SparkSession:
     """A session with the RocksDB state store (transformWithState needs it) and small defaults.
+    Shuffle partitions (joinlab.config.shuffle_partitions) are fixed by a query's checkpoint:
+    Spark restores a checkpoint's own number on restart, whatever the session says.
 
     Python workers run the driver's interpreter, so they import the same installed packages
     (a worker on another Python is the most common failure of PySpark labs)."""
@@ -32,6 +39,7 @@ def session(app_name: str = "stream-join-lab", **conf: str) -> SparkSession:
     builder = (SparkSession.builder.appName(app_name).master(spark_master())
                .config("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
                .config("spark.sql.shuffle.partitions", str(shuffle_partitions()))
+               .config(map=STATE_STORE_CONF)
                .config("spark.sql.session.timeZone", "UTC")
                .config("spark.ui.enabled", str(ui_enabled()).lower())
                .config("spark.driver.bindAddress", "127.0.0.1" if driver_host == "127.0.0.1" else "0.0.0.0")
@@ -84,9 +92,10 @@ def _official_connector_present(spark: SparkSession) -> bool:
 
 
 def read_kafka(spark: SparkSession, bootstrap: str, topics: list[str], starting: str = "earliest",
-               max_offsets_per_trigger: int | None = None) -> DataFrame:
-    """A streaming DataFrame over `topics` with the official connector's columns."""
-    reader = (spark.readStream.format(kafka_format(spark))
+               max_offsets_per_trigger: int | None = None, **options: str) -> DataFrame:
+    """A streaming DataFrame over `topics` with the official connector's columns (`options`: more
+    source options, e.g. the lab connector's joinlab.pooling)."""
+    reader = (spark.readStream.format(kafka_format(spark)).options(**options)
               .option("kafka.bootstrap.servers", bootstrap)
               .option("subscribe", ",".join(topics))
               .option("startingOffsets", starting)
@@ -103,8 +112,8 @@ def read_kafka_batch(spark: SparkSession, bootstrap: str, topics: list[str]) -> 
             .option("endingOffsets", "latest").load())
 
 
-def kafka_sink(df: DataFrame, bootstrap: str, checkpoint: str) -> DataStreamWriter:
-    """A writeStream to Kafka; rows carry `topic`, `key`, `value`."""
-    return (df.writeStream.format(kafka_format(df.sparkSession))
+def kafka_sink(df: DataFrame, bootstrap: str, checkpoint: str, **options: str) -> DataStreamWriter:
+    """A writeStream to Kafka; rows carry `topic`, `key`, `value` (`options`: more sink options)."""
+    return (df.writeStream.format(kafka_format(df.sparkSession)).options(**options)
             .option("kafka.bootstrap.servers", bootstrap)
             .option("checkpointLocation", checkpoint))

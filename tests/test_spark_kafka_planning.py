@@ -2,7 +2,7 @@
 import pytest
 
 from joinlab.spark_kafka.options import KafkaOptions, parse_offsets_spec
-from joinlab.spark_kafka.planning import OffsetRange, cap, plan_ranges, rate_limit
+from joinlab.spark_kafka.planning import OffsetRange, ReadTask, cap, plan_ranges, plan_tasks, rate_limit
 
 
 def test_plan_ranges_is_one_task_per_non_empty_partition_in_a_fixed_order():
@@ -10,6 +10,15 @@ def test_plan_ranges_is_one_task_per_non_empty_partition_in_a_fixed_order():
     end = {"b": {"1": 9, "0": 5}, "a": {"0": 3}}
     assert plan_ranges(start, end) == [OffsetRange("a", 0, 0, 3), OffsetRange("b", 1, 7, 9)]
     assert plan_ranges(start, end) == plan_ranges(dict(reversed(start.items())), dict(reversed(end.items())))
+
+
+def test_small_ranges_share_a_read_task_and_a_big_range_gets_its_own():
+    start = {"a": {"0": 0, "1": 0, "2": 0}, "b": {"0": 0}}
+    end = {"a": {"0": 30, "1": 40, "2": 5000}, "b": {"0": 20}}
+    a0, a1, a2, b0 = OffsetRange("a", 0, 0, 30), OffsetRange("a", 1, 0, 40), OffsetRange("a", 2, 0, 5000), OffsetRange("b", 0, 0, 20)
+    assert plan_tasks(start, end, task_records=100) == [ReadTask((a0, a1)), ReadTask((a2,)), ReadTask((b0,))]
+    assert plan_tasks(start, end, task_records=10_000) == [ReadTask((a0, a1, a2, b0))]
+    assert plan_tasks(start, end) == [ReadTask((r,)) for r in plan_ranges(start, end)]  # 0: one task per range
 
 
 def test_a_partition_missing_from_start_is_new_and_read_from_zero():

@@ -98,3 +98,34 @@ def test_each_kind_of_bad_record_is_dead_lettered_with_its_reason_and_valid_reco
     assert_dead_lettered(bootstrap, "tweet-views", tv.DEAD_LETTERS_TOPIC, tv.USERS_TOPIC, BAD)
     report = verify("tweet-views", bootstrap)
     assert report.ok and report.expected > 300, "\n".join(report.lines())
+
+
+def test_a_checkpoint_of_the_previous_layout_and_settings_resumes_and_still_equals_the_reference(
+        spark, bootstrap, tmp_path):
+    """A checkpoint started before the speed changes (state per event in "user" + "tweets", four
+    shuffle partitions, no changelog checkpointing) resumes under the lab's current processor and
+    settings: its state is moved into one value per author, and its partitions stay four."""
+    from joinlab import job as runner
+    from joinlab.bench import per_event
+    from joinlab.spark import STATE_STORE_CONF
+    setup_topics(bootstrap)
+    records = generate(12, 2000, **DISORDERS["tweets-first"])
+    send(bootstrap, records[:1200], progress=False)
+    old = {"spark.sql.shuffle.partitions": "4", **{key: "false" for key in STATE_STORE_CONF}}
+    saved = {key: spark.conf.get(key) for key in old}
+    try:
+        for key, value in old.items():
+            spark.conf.set(key, value)
+        query = runner.start(spark, tv, bootstrap, str(tmp_path / "cp"), available_now=True, solution=per_event,
+                             max_offsets_per_trigger=400)
+        query.awaitTermination()
+        assert query.exception() is None
+    finally:
+        for key, value in saved.items():
+            spark.conf.set(key, value)
+    send(bootstrap, records[1200:], progress=False)
+    resumed = run_to_end(spark, bootstrap, tmp_path / "cp")
+    assert resumed.recentProgress[0]["batchId"] >= 3, "the restart began again from batch 0"
+    assert resumed.lastProgress["stateOperators"][0]["numShufflePartitions"] == 4
+    report = verify("tweet-views", bootstrap)
+    assert report.ok and report.expected > 500, "\n".join(report.lines())

@@ -1,23 +1,30 @@
 """Pure-logic tests of TweetViewsProcessor with pyspark's in-memory TwsTester: no Spark session,
 no broker - the analogue of Flink's operator harness tests."""
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 from pyspark.sql import Row
 from pyspark.sql.streaming.tws_tester import TwsTester
 
-from jobs.tweet_views_solution import TweetViewsProcessor
+from jobs.tweet_views_solution import LEGACY_USER, Author, Tweet, TweetViewsProcessor, User
+from joinlab.named_state import ddl
 
 T = datetime(2026, 1, 1, tzinfo=timezone.utc)
+NAIVE = datetime(2026, 1, 1, 0, 30)  # as Spark hands a stored time back: naive, local (the tests run in UTC)
 
 
-def user(version, name="ann", user_id=1):
-    return Row(kind="user", user_id=user_id, version=version, event_time=T, tweet_id=None, text=None,
+def user(version, name="ann", user_id=1, at=T):
+    return Row(kind="user", user_id=user_id, version=version, event_time=at, tweet_id=None, text=None,
                name=name, handle=f"@{name}")
 
 
-def tweet(tweet_id, version=1, text="hi", user_id=1):
-    return Row(kind="tweet", user_id=user_id, version=version, event_time=T, tweet_id=tweet_id, text=text,
+def tweet(tweet_id, version=1, text="hi", user_id=1, at=T):
+    return Row(kind="tweet", user_id=user_id, version=version, event_time=at, tweet_id=tweet_id, text=text,
                name=None, handle=None)
+
+
+def stored(tester, user_id=1) -> Author:
+    raw = tester.peekValueState("author", user_id)
+    return Author(User(*raw[0]) if raw[0] else None, [Tweet(*t) for t in raw[1]], raw[2])
 
 
 def views(out):
@@ -42,14 +49,14 @@ def test_stale_and_duplicate_versions_are_ignored():
     tester.test(1, [user(3, name="new"), tweet(10, version=2, text="edited")])
     assert tester.test(1, [user(2, name="old"), user(3, name="new")]) == []
     assert tester.test(1, [tweet(10, version=1, text="first"), tweet(10, version=2, text="edited")]) == []
-    assert tester.peekValueState("user", 1)[:2] == (3, "new")
+    assert stored(tester).user[:2] == (3, "new")
 
 
 def test_a_tweet_edit_replaces_the_stored_tweet_and_emits_only_that_tweet():
     tester = TwsTester(TweetViewsProcessor())
     tester.test(1, [user(1), tweet(10), tweet(11)])
     assert views(tester.test(1, [tweet(10, version=2, text="edited")])) == [(10, 2, 1, "edited", "ann")]
-    assert tester.peekMapState("tweets", 1)[(10,)][:2] == (2, "edited")
+    assert {t.tweet_id: (t.version, t.text) for t in stored(tester).tweets} == {10: (2, "edited"), 11: (1, "hi")}
 
 
 def test_the_last_view_does_not_depend_on_the_order_within_a_batch():
@@ -57,3 +64,61 @@ def test_the_last_view_does_not_depend_on_the_order_within_a_batch():
     for ordering in (events, list(reversed(events))):
         out = TwsTester(TweetViewsProcessor()).test(1, ordering)
         assert views(out) == [(10, 3, 2, "v3", "b")]
+
+
+class Counting:
+    """A state variable that counts the calls made to it."""
+
+    def __init__(self, state):
+        self.state, self.calls = state, []
+
+    def __getattr__(self, name):
+        def call(*args):
+            self.calls.append(name)
+            return getattr(self.state, name)(*args)
+        return call
+
+
+def test_a_batch_reads_the_authors_state_once_and_writes_it_once_however_many_events_it_holds():
+    processor = TweetViewsProcessor()
+    tester = TwsTester(processor)
+    processor.author = Counting(processor.author)
+    tester.test(1, [user(1)] + [tweet(t) for t in range(50)] + [tweet(t, version=2) for t in range(50)])
+    assert processor.author.calls == ["get", "update"]
+    processor.author.calls.clear()
+    assert tester.test(1, [user(1), tweet(3)]) == []  # nothing new: read, no write
+    assert processor.author.calls == ["get"]
+
+
+def test_the_state_ddl_is_derived_from_the_named_tuples():
+    assert ddl(User) == "version bigint, name string, handle string, event_time timestamp"
+    assert ddl(Author) == ("user struct<version bigint, name string, handle string, event_time timestamp>, "
+                           "tweets array<struct<tweet_id bigint, version bigint, text string, event_time timestamp>>, "
+                           "newest timestamp")
+
+
+def test_tweets_older_than_the_retention_behind_the_authors_newest_event_are_dropped_and_stay_dropped(monkeypatch):
+    monkeypatch.setenv("LAB_TWEET_VIEWS_RETENTION", "1 hour")
+    tester = TwsTester(TweetViewsProcessor())
+    tester.test(1, [user(1), tweet(10), tweet(11, at=T + timedelta(minutes=50))])
+    tester.test(1, [tweet(12, at=T + timedelta(minutes=70))])  # tweet 10 is now 70 min behind
+    assert sorted(t.tweet_id for t in stored(tester).tweets) == [11, 12]
+    assert views(tester.test(1, [user(2, name="anne")])) == [(11, 1, 2, "hi", "anne"), (12, 1, 2, "hi", "anne")]
+    assert tester.test(1, [tweet(10, version=1, text="late")]) == []  # beyond the retention when it arrives
+    assert sorted(t.tweet_id for t in stored(tester).tweets) == [11, 12]
+
+
+def test_a_checkpoint_of_the_per_event_layout_is_moved_into_one_value_and_keeps_joining():
+    tester = TwsTester(TweetViewsProcessor())
+    tester.updateValueState("user", 1, (1, "ann", "@ann", T))
+    tester.updateMapState("tweets", 1, {(10,): (1, "hi", T), (11,): (2, "edited", T)})
+    assert views(tester.test(1, [user(2, name="anne")])) == [(10, 1, 2, "hi", "anne"), (11, 2, 2, "edited", "anne")]
+    assert stored(tester).user.version == 2 and len(stored(tester).tweets) == 2
+    assert tester.peekValueState("user", 1) is None and tester.peekMapState("tweets", 1) == {}
+    assert LEGACY_USER == ddl(User)
+
+
+def test_naive_and_aware_times_mix_as_spark_hands_them_over():
+    tester = TwsTester(TweetViewsProcessor())
+    tester.test(1, [user(1), tweet(10, at=NAIVE)])
+    assert views(tester.test(1, [tweet(11, at=T), user(2, at=NAIVE)])) == [(10, 1, 2, "hi", "ann"), (11, 1, 2, "hi", "ann")]

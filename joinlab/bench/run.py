@@ -5,7 +5,9 @@ exactly the same records from the same broker on the same machine. So the tweet-
 one seed are produced once, then read by a raw client (confluent-kafka, kafka-python), by Spark's
 Kafka source alone (noop sink), by the tweet-views job, and joined in plain Python; finally the
 job runs continuously at a fixed input rate to measure end-to-end latency. Every other pattern's
-job gets one row (3b, ...) on its own seeded events, on the same warmed-up session.
+job gets one row (3b, ...) on its own seeded events, on the same warmed-up session. Step 6
+(joinlab.bench.micro) measures micro-batches: each pattern's per-batch floor and steady rate,
+tweet views stage by stage, and the ablation of each speed change.
 
 Each measurement is one function in this package; each has a deadline and fails with a message
 that says what did not finish, instead of hanging. Progress goes to stderr, the table to stdout.
@@ -32,7 +34,7 @@ from joinlab.bench.table import Measurement, format_table, machine_line, ratios
 from joinlab.config import lab_home
 from joinlab.generate import Disorder
 
-STEPS = 5
+STEPS = 6
 
 
 def _budget(records: int, floor_rate: float, base_s: float = 120.0) -> float:
@@ -62,10 +64,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="events for each other pattern's job row (default 20000)")
     parser.add_argument("--lookups", type=int, default=2000,
                         help="session lookups for the money-enrichment lookup row (default 2000)")
-    parser.add_argument("--latency-rate", type=float, default=200.0,
-                        help="tweets per second during the latency run (default 200)")
-    parser.add_argument("--latency-seconds", type=float, default=20.0,
-                        help="seconds of tweets during the latency run (default 20)")
+    parser.add_argument("--latency-rate", type=float, default=1000.0,
+                        help="tweets per second during the latency run (default 1000)")
+    parser.add_argument("--latency-seconds", type=float, default=10.0,
+                        help="seconds of tweets during the latency run (default 10)")
+    parser.add_argument("--tiny-events", type=int, default=1000,
+                        help="events per pattern read 100 per trigger, for the per-batch floor (default 1000)")
+    parser.add_argument("--steady-events", type=int, default=60000,
+                        help="events per pattern read 20,000 per trigger, for the steady rate (default 60000)")
+    parser.add_argument("--no-ablation", action="store_true", help="skip the ablation table (saves minutes)")
+    parser.add_argument("--micro-only", action="store_true", help="run step 6 (micro-batches) alone")
     parser.add_argument("--latency-trigger", default="100 milliseconds",
                         help="processing-time trigger of the running job (default '100 milliseconds')")
     parser.add_argument("--bootstrap", help="Kafka bootstrap servers (default: $KAFKA_BOOTSTRAP_SERVERS, "
@@ -78,57 +86,76 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def run(args: argparse.Namespace) -> tuple[list[Measurement], str]:
-    """Every step in order; returns the rows and the machine line."""
+def _spark(stack: ExitStack):
+    """The lab's session (stopped when `stack` closes, unless it was running) and its Kafka format."""
+    spark, stop_spark = start_spark()
+    if stop_spark:
+        stack.callback(spark.stop)
+    from joinlab.spark import kafka_format
+    return spark, kafka_format(spark)
+
+
+def _steps_1_to_5(args: argparse.Namespace, stack: ExitStack, bootstrap: str, work, rows: list):
+    """Steps 1 to 5 on the same tweet-views events; returns (spark, its Kafka format)."""
+    log(f"generating {args.events} tweet-views events (seed {args.seed}) and producing them to {bootstrap}")
+    records = generate(args.seed, args.events, disorder=Disorder())
+    produced, ranges = produce_events(bootstrap, records)
+    n = produced.records
+    rows.append(produced)
+
+    log(f"step 1/{STEPS} raw clients: confluent-kafka, then kafka-python ({n} records)")
+    rows.append(consume_confluent(bootstrap, ranges, _budget(n, 500)))
+    rows.append(consume_kafka_python(bootstrap, ranges, _budget(n, 500)))
+
+    log(f"step 2/{STEPS} spark source: starting Spark and warming it up (not timed)")
+    spark, fmt = _spark(stack)
+    warm_up(spark, bootstrap, ranges, 300)
+    log(f"step 2/{STEPS} spark source: readStream -> noop (availableNow), then a batch count()")
+    rows.append(spark_source_stream(spark, bootstrap, n, work / "noop", _budget(n, 100)))
+    rows.append(spark_source_batch(spark, bootstrap, n, _budget(n, 100)))
+
+    log(f"step 3/{STEPS} tweet-views job (availableNow) on the same {n} events")
+    job_checkpoint = work / "tweet-views"
+    rows.append(tweet_views_job(spark, bootstrap, n, job_checkpoint, _budget(n, 50, base_s=300)))
+    from joinlab.patterns import PATTERNS
+    for letter, pattern in zip("bcdefgh", [p for p in PATTERNS if p != "tweet-views"]):
+        log(f"step 3/{STEPS} {pattern} job (availableNow) on {args.pattern_events} of its own events")
+        rows.append(pattern_job(spark, pattern, bootstrap, args.seed, args.pattern_events, work / pattern,
+                                _budget(args.pattern_events, 50, base_s=300), row=f"3{letter}"))
+    log(f"step 3/{STEPS} money-enrichment lookup path: {args.lookups} session lookups over HTTP")
+    rows.append(lookup_path(bootstrap, args.lookups, _budget(args.lookups, 50, base_s=30)))
+
+    log(f"step 4/{STEPS} plain Python join: TwsTester, then dicts")
+    rows.append(plain_python_tws(records, _budget(n, 200)))
+    rows.append(plain_python_dict(records, _budget(n, 500)))
+
+    log(f"step 5/{STEPS} end-to-end latency: job running ({args.latency_trigger} trigger), "
+        f"{args.latency_rate:g} tweets/s for {args.latency_seconds:g} s")
+    rows.append(end_to_end_latency(spark, bootstrap, job_checkpoint, args.seed + 1, args.latency_rate,
+                                   args.latency_seconds, args.latency_trigger))
+    return spark, fmt
+
+
+def run(args: argparse.Namespace) -> tuple[list[Measurement], str, dict | None]:
+    """Every step in order; returns the rows, the machine line and step 6's results."""
     rows: list[Measurement] = []
     with ExitStack() as stack:
         bootstrap, broker_label = _broker(args, stack)
         work = lab_home() / f"bench-{uuid.uuid4().hex[:8]}"  # under LAB_HOME: shared with executors
         stack.callback(shutil.rmtree, work, ignore_errors=True)
 
-        log(f"generating {args.events} tweet-views events (seed {args.seed}) and producing them to {bootstrap}")
-        records = generate(args.seed, args.events, disorder=Disorder())
-        produced, ranges = produce_events(bootstrap, records)
-        n = produced.records
-        rows.append(produced)
-
-        log(f"step 1/{STEPS} raw clients: confluent-kafka, then kafka-python ({n} records)")
-        rows.append(consume_confluent(bootstrap, ranges, _budget(n, 500)))
-        rows.append(consume_kafka_python(bootstrap, ranges, _budget(n, 500)))
-
-        log(f"step 2/{STEPS} spark source: starting Spark and warming it up (not timed)")
-        spark, stop_spark = start_spark()
-        if stop_spark:
-            stack.callback(spark.stop)
-        from joinlab.spark import kafka_format
-        fmt = kafka_format(spark)
-        warm_up(spark, bootstrap, ranges, 300)
-        log(f"step 2/{STEPS} spark source: readStream -> noop (availableNow), then a batch count()")
-        rows.append(spark_source_stream(spark, bootstrap, n, work / "noop", _budget(n, 100)))
-        rows.append(spark_source_batch(spark, bootstrap, n, _budget(n, 100)))
-
-        log(f"step 3/{STEPS} tweet-views job (availableNow) on the same {n} events")
-        job_checkpoint = work / "tweet-views"
-        rows.append(tweet_views_job(spark, bootstrap, n, job_checkpoint, _budget(n, 50, base_s=300)))
-        from joinlab.patterns import PATTERNS
-        for letter, pattern in zip("bcdefgh", [p for p in PATTERNS if p != "tweet-views"]):
-            log(f"step 3/{STEPS} {pattern} job (availableNow) on {args.pattern_events} of its own events")
-            rows.append(pattern_job(spark, pattern, bootstrap, args.seed, args.pattern_events, work / pattern,
-                                    _budget(args.pattern_events, 50, base_s=300), row=f"3{letter}"))
-        log(f"step 3/{STEPS} money-enrichment lookup path: {args.lookups} session lookups over HTTP")
-        rows.append(lookup_path(bootstrap, args.lookups, _budget(args.lookups, 50, base_s=30)))
-
-        log(f"step 4/{STEPS} plain Python join: TwsTester, then dicts")
-        rows.append(plain_python_tws(records, _budget(n, 200)))
-        rows.append(plain_python_dict(records, _budget(n, 500)))
-
-        log(f"step 5/{STEPS} end-to-end latency: job running ({args.latency_trigger} trigger), "
-            f"{args.latency_rate:g} tweets/s for {args.latency_seconds:g} s")
-        rows.append(end_to_end_latency(spark, bootstrap, job_checkpoint, args.seed + 1, args.latency_rate,
-                                       args.latency_seconds, args.latency_trigger))
+        spark, fmt = _spark(stack) if args.micro_only else _steps_1_to_5(args, stack, bootstrap, work, rows)
+        micro = None
+        if args.tiny_events:
+            from joinlab.bench.micro import measure
+            from joinlab.broker import EmbeddedBroker
+            log(f"step 6/{STEPS} micro-batches: every pattern, tiny and steady, on a broker of its own")
+            with EmbeddedBroker() as own:
+                micro = measure(spark, own.bootstrap_servers, args.seed, work / "micro", args.tiny_events,
+                                args.steady_events, not args.no_ablation, _budget(args.steady_events, 50, base_s=300))
         machine = machine_line(broker_label, fmt)
         log("stopping Spark and the broker")
-    return rows, machine
+    return rows, machine, micro
 
 
 FOOTNOTES = [
@@ -155,19 +182,23 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     from joinlab.broker import BrokerError
     try:
-        rows, machine = run(args)
+        rows, machine, micro = run(args)
     except (BenchError, BrokerError, TimeoutError) as exc:
         log(f"FAILED: {exc}")
         raise SystemExit(1) from None
-    by_name = {r.name: r for r in rows}
-    print(format_table(rows))
-    print()
-    for note in FOOTNOTES:
-        print(f"* {note}")
-    print()
-    print("ratios (records/s over records/s):")
-    print("\n".join(ratios(by_name)))
-    print()
+    if rows:
+        print(format_table(rows))
+        print()
+        for note in FOOTNOTES:
+            print(f"* {note}")
+        print()
+        print("ratios (records/s over records/s):")
+        print("\n".join(ratios({r.name: r for r in rows})))
+        print()
+    if micro is not None:
+        from joinlab.bench.micro import format_micro
+        print(format_micro(micro))
+        print()
     print(machine)
     log(f"done in {time.monotonic() - started:.0f} s")
     return 0

@@ -13,8 +13,9 @@ from typing import Iterator
 
 import pyarrow as pa
 
+from joinlab.spark_kafka import pool
 from joinlab.spark_kafka.options import HEADERS_TYPE, KafkaOptions
-from joinlab.spark_kafka.planning import OffsetRange
+from joinlab.spark_kafka.planning import OffsetRange, ReadTask
 
 BATCH_ROWS = 8192
 
@@ -32,9 +33,8 @@ def _arrow_schema(include_headers: bool) -> pa.Schema:
     return pa.schema(fields)
 
 
-def _consumer(options: KafkaOptions):
-    from confluent_kafka import Consumer
-    return Consumer({
+def consumer_config(options: KafkaOptions) -> dict:
+    return {
         "bootstrap.servers": options.bootstrap_servers,
         "group.id": "joinlab-spark-reader",  # required by librdkafka; never joined (we assign)
         "enable.auto.commit": False,
@@ -43,7 +43,12 @@ def _consumer(options: KafkaOptions):
         "auto.offset.reset": "error",  # a start below the log start must surface, not be skipped
         "fetch.wait.max.ms": 50,
         "queued.max.messages.kbytes": 65536,
-    })
+    }
+
+
+def _new_consumer(config: dict):
+    from confluent_kafka import Consumer
+    return Consumer(config)
 
 
 class _Batch:
@@ -78,50 +83,59 @@ class _Batch:
         return batch
 
 
-def read_range(options: KafkaOptions, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
+def read_task(options: KafkaOptions, task: ReadTask) -> Iterator[pa.RecordBatch]:
+    """All records of the task's ranges, in order, with one consumer borrowed from the worker's
+    pool (joinlab.spark_kafka.pool): returned unassigned after the task, closed if it failed."""
+    with pool.borrowed("consumer", consumer_config(options), _new_consumer, enabled=options.pooling) as consumer:
+        try:
+            for rng in task.ranges:
+                yield from read_range(options, rng, consumer)
+        finally:
+            consumer.unassign()  # no prefetching between tasks; the next task assigns its own ranges
+
+
+def read_range(options: KafkaOptions, rng: OffsetRange, consumer) -> Iterator[pa.RecordBatch]:
     """All records of `rng` as Arrow batches; raises if the range cannot be read whole."""
     from confluent_kafka import KafkaError, KafkaException, TopicPartition
     if rng.size <= 0:
         return
-    consumer = _consumer(options)
-    try:
-        consumer.assign([TopicPartition(rng.topic, rng.partition, rng.start)])
-        batch, next_offset = _Batch(options), rng.start
-        stalled_since = time.monotonic()
-        while next_offset < rng.end:
-            messages = consumer.consume(num_messages=min(BATCH_ROWS, rng.end - next_offset), timeout=0.5)
-            progressed = False
-            for msg in messages:
-                err = msg.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        if msg.offset() >= rng.end:  # only markers were left in the range
-                            next_offset = rng.end
-                        continue
-                    if err.code() == KafkaError.OFFSET_OUT_OF_RANGE:
-                        next_offset = _skip_lost(consumer, options, rng, next_offset)
-                        progressed = True
-                        continue
-                    raise KafkaException(err)
-                offset = msg.offset()
-                if offset >= rng.end:
-                    next_offset = rng.end
-                    break
-                if offset >= next_offset:
-                    batch.add(msg)
-                    next_offset = offset + 1
+    consumer.assign([TopicPartition(rng.topic, rng.partition, rng.start)])
+    batch, next_offset = _Batch(options), rng.start
+    stalled_since = time.monotonic()
+    while next_offset < rng.end:
+        messages = consumer.consume(num_messages=min(BATCH_ROWS, rng.end - next_offset), timeout=0.5)
+        progressed = False
+        for msg in messages:
+            if msg.topic() != rng.topic or msg.partition() != rng.partition:
+                continue  # the reused consumer's previous assignment: never part of this range
+            err = msg.error()
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:
+                    if msg.offset() >= rng.end:  # only markers were left in the range
+                        next_offset = rng.end
+                    continue
+                if err.code() == KafkaError.OFFSET_OUT_OF_RANGE:
+                    next_offset = _skip_lost(consumer, options, rng, next_offset)
                     progressed = True
-            if len(batch.offsets) >= BATCH_ROWS or (next_offset >= rng.end and batch.offsets):
-                yield batch.to_arrow(rng.topic, rng.partition)
-            if progressed:
-                stalled_since = time.monotonic()
-            elif time.monotonic() - stalled_since > options.fetch_timeout_ms / 1000:
-                raise TimeoutError(f"reading {rng.topic}-{rng.partition} [{rng.start}, {rng.end}) stalled at "
-                                   f"offset {next_offset} for {options.fetch_timeout_ms} ms")
-        if batch.offsets:
+                    continue
+                raise KafkaException(err)
+            offset = msg.offset()
+            if offset >= rng.end:
+                next_offset = rng.end
+                break
+            if offset >= next_offset:
+                batch.add(msg)
+                next_offset = offset + 1
+                progressed = True
+        if len(batch.offsets) >= BATCH_ROWS or (next_offset >= rng.end and batch.offsets):
             yield batch.to_arrow(rng.topic, rng.partition)
-    finally:
-        consumer.close()
+        if progressed:
+            stalled_since = time.monotonic()
+        elif time.monotonic() - stalled_since > options.fetch_timeout_ms / 1000:
+            raise TimeoutError(f"reading {rng.topic}-{rng.partition} [{rng.start}, {rng.end}) stalled at "
+                               f"offset {next_offset} for {options.fetch_timeout_ms} ms")
+    if batch.offsets:
+        yield batch.to_arrow(rng.topic, rng.partition)
 
 
 def _skip_lost(consumer, options: KafkaOptions, rng: OffsetRange, next_offset: int) -> int:

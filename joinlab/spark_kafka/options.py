@@ -9,6 +9,10 @@ from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, LongType, Str
 
 EARLIEST, LATEST = -2, -1  # the official connector's sentinels in JSON offsets
 
+# A read task per topic-partition costs ~10-50 ms of scheduling and client set-up whatever its size;
+# ranges together smaller than this many records share one task (see planning.plan_tasks).
+TASK_RECORDS = 10_000
+
 HEADERS_TYPE = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
 
 
@@ -37,6 +41,8 @@ class KafkaOptions:
     include_headers: bool
     sink_topic: str | None
     fetch_timeout_ms: int
+    pooling: bool = True  # lab option joinlab.pooling: reuse clients across tasks (spark_kafka.pool)
+    task_records: int = 0  # lab option joinlab.taskRecords: ranges smaller than this share a read task
 
     @classmethod
     def parse(cls, options) -> "KafkaOptions":
@@ -50,7 +56,8 @@ class KafkaOptions:
         return cls(bootstrap, topics, options.get("startingOffsets", "latest"),
                    options.get("endingOffsets", "latest"), int(limit) if limit else None,
                    _flag(options, "failOnDataLoss", True), _flag(options, "includeHeaders", False),
-                   options.get("topic"), int(options.get("kafkaConsumer.pollTimeoutMs", "120000")))
+                   options.get("topic"), int(options.get("kafkaConsumer.pollTimeoutMs", "120000")),
+                   _flag(options, "joinlab.pooling", True), int(options.get("joinlab.taskRecords", TASK_RECORDS)))
 
     def require_topics(self) -> None:
         if not self.topics:

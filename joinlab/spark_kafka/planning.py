@@ -33,6 +33,25 @@ def plan_ranges(start: Offsets, end: Offsets) -> list[OffsetRange]:
     return ranges
 
 
+@dataclass(frozen=True)
+class ReadTask(InputPartition):
+    """The ranges one Spark task reads, one after another."""
+    ranges: tuple[OffsetRange, ...]
+
+
+def plan_tasks(start: Offsets, end: Offsets, task_records: int = 0) -> list[ReadTask]:
+    """plan_ranges, packed into tasks: consecutive ranges share a task while together they stay
+    under `task_records` records (0: a task per range). A tiny batch is then one task, not one
+    per topic-partition; a big range still gets a task of its own. Deterministic, as plan_ranges."""
+    tasks: list[list[OffsetRange]] = []
+    for rng in plan_ranges(start, end):
+        if tasks and sum(r.size for r in tasks[-1]) + rng.size <= task_records:
+            tasks[-1].append(rng)
+        else:
+            tasks.append([rng])
+    return [ReadTask(tuple(t)) for t in tasks]
+
+
 def cap(latest: Offsets, ceiling: Offsets | None) -> Offsets:
     """`latest`, but never past `ceiling` (the Trigger.AvailableNow target)."""
     if ceiling is None:

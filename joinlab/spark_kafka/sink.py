@@ -1,6 +1,8 @@
 """Writing to Kafka from Spark with confluent-kafka: columns key, value, headers, topic (or the
-'topic' option), partition (optional). A task returns only after every record is acknowledged;
-any delivery error fails the task, so Spark retries the batch (at-least-once, as the official sink).
+'topic' option), partition (optional). A task returns only after every record is acknowledged
+(flush before the task commits); any delivery error fails the task, so Spark retries the batch
+(at-least-once, as the official sink). The producer is borrowed from the worker's pool
+(joinlab.spark_kafka.pool): reused by the worker's next task unless this one failed.
 """
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from typing import Iterator
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 
+from joinlab.spark_kafka import pool
 from joinlab.spark_kafka.options import KafkaOptions
 
 
@@ -30,10 +33,39 @@ def _as_bytes(value):
     return value.encode() if isinstance(value, str) else value
 
 
+def producer_config(options: KafkaOptions) -> dict:
+    return {"bootstrap.servers": options.bootstrap_servers, "acks": "all", "linger.ms": 5,
+            "batch.num.messages": 10000, "enable.idempotence": True}
+
+
+class _Producer:
+    """A confluent-kafka producer that remembers a fatal error (an idempotent producer that hit
+    one can send nothing more): such a producer is closed, never returned to the pool."""
+
+    def __init__(self, config: dict):
+        from confluent_kafka import Producer
+        self.fatal = None
+        self.client = Producer({**config, "error_cb": self._on_error})
+
+    def _on_error(self, err) -> None:
+        if err.fatal():
+            self.fatal = err
+
+    def close(self) -> None:
+        self.client.purge()  # records a failed task left queued are not sent after it failed
+        self.client.flush(0)
+        self.client.close()
+
+
 def produce_batches(options: KafkaOptions, batches: Iterator[pa.RecordBatch]) -> Written:
-    from confluent_kafka import KafkaException, Producer
-    producer = Producer({"bootstrap.servers": options.bootstrap_servers, "acks": "all",
-                         "linger.ms": 5, "batch.num.messages": 10000, "enable.idempotence": True})
+    with pool.borrowed("producer", producer_config(options), _Producer, lambda p: p.fatal is None,
+                       enabled=options.pooling) as pooled:
+        return _produce(options, pooled, batches)
+
+
+def _produce(options: KafkaOptions, pooled: _Producer, batches: Iterator[pa.RecordBatch]) -> Written:
+    from confluent_kafka import KafkaException
+    producer = pooled.client
     errors: list = []
 
     def on_delivery(err, _msg):
@@ -67,8 +99,8 @@ def produce_batches(options: KafkaOptions, batches: Iterator[pa.RecordBatch]) ->
             count += 1
         producer.poll(0)
     remaining = producer.flush(60)
-    if errors:
-        raise KafkaException(errors[0])
+    if errors or pooled.fatal is not None:
+        raise KafkaException(errors[0] if errors else pooled.fatal)
     if remaining:
         raise TimeoutError(f"{remaining} records were not acknowledged within 60 s")
     return Written(count)

@@ -4,10 +4,10 @@ from __future__ import annotations
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
 
-from joinlab.spark_kafka.fetch import read_range
+from joinlab.spark_kafka.fetch import read_task
 from joinlab.spark_kafka.offsets import OffsetOracle
 from joinlab.spark_kafka.options import KafkaOptions, read_schema
-from joinlab.spark_kafka.planning import OffsetRange, Offsets, cap, plan_ranges, rate_limit
+from joinlab.spark_kafka.planning import Offsets, ReadTask, cap, plan_tasks, rate_limit
 
 # Spark refuses a Python source named "kafka" (DATA_SOURCE_ALREADY_EXISTS), hence our own name.
 NAME = "labkafka"
@@ -54,12 +54,13 @@ class KafkaBatchReader(DataSourceReader):
         oracle = OffsetOracle(self.options)
         try:
             start_spec = self.options.starting_offsets if self.options.starting_offsets != "latest" else "earliest"
-            return plan_ranges(oracle.resolve(start_spec), oracle.resolve(self.options.ending_offsets))
+            return plan_tasks(oracle.resolve(start_spec), oracle.resolve(self.options.ending_offsets),
+                              self.options.task_records)
         finally:
             oracle.close()
 
-    def read(self, partition: OffsetRange):
-        return read_range(self.options, partition)
+    def read(self, partition: ReadTask):
+        return read_task(self.options, partition)
 
 
 class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -93,10 +94,10 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._available_now_target = self.oracle.latest()
 
     def partitions(self, start: Offsets, end: Offsets):
-        return plan_ranges(start, end)
+        return plan_tasks(start, end, self.options.task_records)
 
-    def read(self, partition: OffsetRange):
-        return read_range(self.options, partition)
+    def read(self, partition: ReadTask):
+        return read_task(self.options, partition)
 
     def stop(self) -> None:
         self.oracle.close()

@@ -1,0 +1,103 @@
+"""Kafka clients kept per Python worker process and reused by its next tasks.
+
+Why: a new idempotent producer costs ~500 ms before its first acknowledgement on the lab's broker
+(a reused one: under 1 ms), and a micro-batch runs about ten sink tasks; Python workers are reused
+across tasks (spark.python.worker.reuse, the default), so one client per worker and configuration
+pays that once. Spark's own connector does the same (InternalKafkaProducerPool: one producer per
+configuration, closed after an idle timeout; KafkaDataConsumer: a consumer that failed is
+invalidated, never handed out again). The rules here are the same:
+
+- the key is the whole client configuration (sorted): a changed bootstrap address gets a new client;
+- a client is borrowed by one task at a time (a Python worker runs one task at a time; the lock
+  only guards the dictionary);
+- a task that fails discards its client instead of returning it (a producer in an error state,
+  or with records of the failed task still queued, is never reused);
+- clients idle for longer than IDLE_S, and the least recently used beyond MAX_CLIENTS, are closed
+  (tests start a broker per test: a client of a broker that is gone must not linger and retry).
+"""
+from __future__ import annotations
+
+import atexit
+import os
+import threading
+import time
+from contextlib import contextmanager
+from typing import Callable, Iterator
+
+IDLE_S = float(os.environ.get("LAB_KAFKA_CLIENT_IDLE_S", "300"))
+# A pooled client drops its broker connections after this long without traffic (librdkafka
+# reconnects in a few ms when it is used again): an idle worker holds no sockets, so a broker
+# can stop at once (the lab's broker waits for open connections) and a gone one is not retried.
+CONNECTION_IDLE_MS = 1000
+MAX_CLIENTS = 4  # per kind (producer, consumer) and process
+
+_lock = threading.Lock()
+_idle: dict[tuple, tuple[object, float]] = {}  # (kind, config) -> (client, returned at)
+
+
+def _key(kind: str, config: dict) -> tuple:
+    return (kind, tuple(sorted((k, str(v)) for k, v in config.items())))
+
+
+def _close(client) -> None:
+    try:
+        client.close()
+    except Exception:  # closing a client of a broker that is gone must not fail the task
+        pass
+
+
+def _evict(now: float) -> list:
+    """Entries to close (caller closes them outside the lock): idle too long, or too many."""
+    gone = [k for k, (_, at) in _idle.items() if now - at > IDLE_S]
+    by_age = sorted((at, k) for k, (_, at) in _idle.items() if k not in gone)
+    for kind in {k[0] for k in _idle}:
+        same = [k for _, k in by_age if k[0] == kind]
+        gone += same[:max(0, len(same) - MAX_CLIENTS)]
+    return [_idle.pop(k)[0] for k in gone]
+
+
+@contextmanager
+def borrowed(kind: str, config: dict, create: Callable[[dict], object],
+             reusable: Callable[[object], bool] = lambda c: True, enabled: bool = True) -> Iterator[object]:
+    """A client for `config`: an idle one of this process, or a new one. It goes back to the pool
+    only if the block ends without an exception and `reusable(client)` holds; else it is closed.
+    With `enabled` false (option joinlab.pooling=false: the bench's ablation), one client per task."""
+    if not enabled:
+        client = create(config)
+        try:
+            yield client
+        finally:
+            _close(client)
+        return
+    config = {**config, "connections.max.idle.ms": CONNECTION_IDLE_MS}
+    key = _key(kind, config)
+    with _lock:
+        entry = _idle.pop(key, None)
+        stale = _evict(time.monotonic())
+    for old in stale:
+        _close(old)
+    client = entry[0] if entry else create(config)
+    try:
+        yield client
+    except BaseException:
+        _close(client)
+        raise
+    if not reusable(client):
+        _close(client)
+        return
+    with _lock:
+        previous = _idle.pop(key, None)
+        _idle[key] = (client, time.monotonic())
+    if previous is not None:
+        _close(previous)
+
+
+def close_all() -> None:
+    with _lock:
+        clients = [c for c, _ in _idle.values()]
+        _idle.clear()
+    for client in clients:
+        _close(client)
+
+
+atexit.register(close_all)

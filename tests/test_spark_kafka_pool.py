@@ -1,0 +1,97 @@
+"""The per-worker pool of Kafka clients (joinlab.spark_kafka.pool) and the sink's use of it: reuse
+per configuration, a new client for a new bootstrap, and a failed task never hands its producer on."""
+import pyarrow as pa
+import pytest
+
+from joinlab.spark_kafka import pool
+from joinlab.spark_kafka.options import KafkaOptions
+from joinlab.spark_kafka.sink import produce_batches
+from joinlab.topics import create_topics, read_topics
+
+
+class Client:
+    def __init__(self, config):
+        self.config, self.closed = config, False
+
+    def close(self):
+        self.closed = True
+
+
+@pytest.fixture(autouse=True)
+def empty_pool():
+    pool.close_all()
+    yield
+    pool.close_all()
+
+
+def test_a_client_is_reused_per_configuration_and_a_new_configuration_gets_its_own():
+    with pool.borrowed("producer", {"bootstrap.servers": "a:1"}, Client) as first:
+        pass
+    with pool.borrowed("producer", {"bootstrap.servers": "a:1"}, Client) as again:
+        assert again is first and not first.closed
+    with pool.borrowed("producer", {"bootstrap.servers": "b:2"}, Client) as other:
+        assert other is not first
+
+
+def test_a_block_that_raises_closes_its_client_and_the_next_borrower_gets_a_new_one():
+    with pytest.raises(RuntimeError):
+        with pool.borrowed("producer", {"bootstrap.servers": "a:1"}, Client) as failed:
+            raise RuntimeError("delivery failed")
+    assert failed.closed
+    with pool.borrowed("producer", {"bootstrap.servers": "a:1"}, Client) as fresh:
+        assert fresh is not failed
+
+
+def test_a_client_that_is_not_reusable_is_closed_and_pooling_off_closes_every_client():
+    with pool.borrowed("producer", {"x": 1}, Client, reusable=lambda c: False) as broken:
+        pass
+    assert broken.closed
+    with pool.borrowed("producer", {"x": 1}, Client, enabled=False) as once:
+        pass
+    assert once.closed
+
+
+def test_the_least_recently_used_clients_beyond_the_limit_are_closed():
+    clients = []
+    for i in range(pool.MAX_CLIENTS + 2):
+        with pool.borrowed("consumer", {"bootstrap.servers": f"h:{i}"}, Client) as c:
+            clients.append(c)
+    with pool.borrowed("consumer", {"bootstrap.servers": "h:new"}, Client):
+        pass
+    assert [c.closed for c in clients] == [True, True] + [False] * pool.MAX_CLIENTS  # oldest first
+
+
+def options(bootstrap, topic="out"):
+    return KafkaOptions.parse({"kafka.bootstrap.servers": bootstrap, "topic": topic})
+
+
+def rows(values):
+    return [pa.RecordBatch.from_pydict({"value": values})]
+
+
+def pooled_producers():
+    return [client for (kind, _), (client, _) in pool._idle.items() if kind == "producer"]
+
+
+@pytest.fixture
+def broker(bootstrap):
+    """The test's broker; the pool is emptied before the broker stops (it waits for open connections)."""
+    yield bootstrap
+    pool.close_all()
+
+
+@pytest.mark.spark
+def test_sink_tasks_reuse_one_producer_and_a_failed_task_drops_it(broker):
+    bootstrap = broker
+    create_topics(bootstrap, ["out"])
+    assert produce_batches(options(bootstrap), rows([b"a", b"b"])).records == 2
+    [producer] = pooled_producers()
+    assert produce_batches(options(bootstrap), rows([b"c"])).records == 1
+    assert pooled_producers() == [producer], "the second task must reuse the first task's producer"
+    with pytest.raises(Exception, match="(?i)too large|MSG_SIZE"):
+        produce_batches(options(bootstrap), rows([b"d", b"x" * 2_000_000]))
+    assert pooled_producers() == [], "a producer whose task failed must not be reused"
+    assert produce_batches(options(bootstrap), rows([b"e"])).records == 1
+    assert pooled_producers() and pooled_producers() != [producer]
+    values = sorted(r.value for r in read_topics(bootstrap, ["out"]))
+    assert {b"a", b"b", b"c", b"e"} <= set(values) and b"x" * 2_000_000 not in values
