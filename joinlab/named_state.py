@@ -42,7 +42,7 @@ def _sql(kind) -> str:
         (item,) = get_args(kind)
         return f"array<{_sql(item)}>"
     if _is_named(kind):
-        return "struct<" + ", ".join(f"{name}: {_sql(k)}" for name, k in get_type_hints(kind).items()) + ">"
+        return "struct<" + ", ".join(f"{name} {_sql(k)}" for name, k in get_type_hints(kind).items()) + ">"
     if kind not in _SQL:
         raise TypeError(f"no Spark type for {kind!r}: use int, str, float, bool, datetime, date, bytes, "
                         "a NamedTuple, a list of one of them, or X | None")
