@@ -53,16 +53,21 @@ def cmd_run(args) -> int:
     job = patterns.job(args.pattern)
     solution = _solution(job, args.solution)
     spark = session(f"job-{args.pattern}")
+    runner.quiet_failures(spark)
     with runner.services(job, bootstrap):
         query = runner.start(spark, job, bootstrap, checkpoint, available_now=args.available_now,
                              max_offsets_per_trigger=args.max_offsets_per_trigger, name=args.pattern.replace("-", "_"),
-                             solution=solution)
+                             solution=solution, fail_on_data_loss=args.fail_on_data_loss == "true")
         print(f"{args.pattern}: running, checkpoint {checkpoint}" + ("" if args.available_now else " (Ctrl-C stops)"),
               file=sys.stderr)
         try:
             query.awaitTermination()
         except KeyboardInterrupt:
             query.stop()
+        except Exception as exc:  # the query failed: say why in a person's words, not a JVM stack
+            text = runner.failure(exc).replace("joinlab run PATTERN", f"joinlab run {args.pattern}")
+            print(f"joinlab run {args.pattern}: the job stopped. {text}\nCheckpoint: {checkpoint}", file=sys.stderr)
+            return 1
     return 0
 
 
@@ -166,6 +171,9 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--reset", action="store_true", help="delete the checkpoint first (reprocess from the start)")
     r.add_argument("--available-now", action="store_true", help="stop once caught up instead of running on")
     r.add_argument("--max-offsets-per-trigger", type=int, help="cap on records per micro-batch")
+    r.add_argument("--fail-on-data-loss", choices=["true", "false"], default="true",
+                   help="stop when the checkpoint's offsets are gone from the broker (default true); false "
+                        "carries on from the records that exist")
     r.add_argument("--solution", metavar="FILE", help="run the processors of this file (e.g. your "
                                                       "exercises/PATTERN.py) instead of the lab's own")
     r.set_defaults(func=cmd_run)

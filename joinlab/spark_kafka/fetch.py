@@ -13,14 +13,11 @@ from typing import Iterator
 
 import pyarrow as pa
 
-from joinlab.spark_kafka.options import HEADERS_TYPE, KafkaOptions
+from joinlab.spark_kafka.continuity import DataLossError, Loss, message
+from joinlab.spark_kafka.options import KafkaOptions
 from joinlab.spark_kafka.planning import OffsetRange
 
 BATCH_ROWS = 8192
-
-
-class DataLossError(RuntimeError):
-    pass
 
 
 def _arrow_schema(include_headers: bool) -> pa.Schema:
@@ -125,13 +122,12 @@ def read_range(options: KafkaOptions, rng: OffsetRange) -> Iterator[pa.RecordBat
 
 
 def _skip_lost(consumer, options: KafkaOptions, rng: OffsetRange, next_offset: int) -> int:
-    """The range starts below the log start: fail (default) or continue from the log start."""
+    """The range starts outside the log (below its start: deleted; past its end: the offsets went
+    backwards): fail (default) or continue from the log start."""
     from confluent_kafka import TopicPartition
-    low, _ = consumer.get_watermark_offsets(TopicPartition(rng.topic, rng.partition), timeout=10)
-    message = (f"{rng.topic}-{rng.partition}: offsets [{next_offset}, {low}) were deleted before they "
-               "were read (retention?). Set failOnDataLoss=false to skip them.")
+    low, high = consumer.get_watermark_offsets(TopicPartition(rng.topic, rng.partition), timeout=10)
     if options.fail_on_data_loss or low <= next_offset:
-        raise DataLossError(message)
+        raise DataLossError(message([Loss(rng.topic, str(rng.partition), next_offset, low, high)], None, None))
     resume = min(low, rng.end)
     if resume < rng.end:
         consumer.assign([TopicPartition(rng.topic, rng.partition, resume)])
