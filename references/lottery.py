@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
-from joinlab.events import micros, moment, parse_time, validate
+from joinlab.events import micros, moment, parse_time, produced_at, validate
 from jobs.lottery import LOTTERY_EVENTS, REJECTIONS_TOPIC, USER_EVENTS, WINNERS_TOPIC
 from jobs.lottery_rules import (ALREADY_STARTED, BOUGHT, INACTIVE, LATE, NO_COUPON, NON_POSITIVE, STARTED, WINDOW_US,
                                 Settings, draw, message, order_key, settings, window_start)
@@ -31,7 +31,7 @@ def arrivals(records: list) -> list[tuple[int, dict]]:
     found = []
     for index, record in enumerate(records):
         schema = SCHEMAS.get(record.topic)
-        event = validate(schema, record.value)[0] if schema else None
+        event = validate(schema, record.value, produced_at(record))[0] if schema else None
         if event is not None:
             event = dict(event, t_us=micros(event["event_time"]), lottery_id=event.get("lottery_id"),
                          user_id=event.get("user_id"), amount=event.get("amount"))
