@@ -50,6 +50,11 @@ def cmd_run(args) -> int:
     checkpoint = args.checkpoint or str(lab_home() / "checkpoints" / args.pattern)
     if args.reset:
         shutil.rmtree(checkpoint, ignore_errors=True)
+    problem = _unwritable(checkpoint)
+    if problem:
+        print(f"joinlab run {args.pattern}: the checkpoint directory {checkpoint} is not writable ({problem}). "
+              "Free some space or fix its permissions, or choose another with --checkpoint DIR.", file=sys.stderr)
+        return 2
     job = patterns.job(args.pattern)
     solution = _solution(job, args.solution)
     spark = session(f"job-{args.pattern}")
@@ -69,6 +74,20 @@ def cmd_run(args) -> int:
             print(f"joinlab run {args.pattern}: the job stopped. {text}\nCheckpoint: {checkpoint}", file=sys.stderr)
             return 1
     return 0
+
+
+def _unwritable(directory: str) -> str | None:
+    """Why `directory` cannot take a checkpoint (create it, write a file in it), or None. Checked
+    before Spark starts, so the error is one line, and no half-written checkpoint is left."""
+    import os
+    import tempfile
+    try:
+        os.makedirs(directory, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=directory, prefix=".write-probe-"):
+            pass
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return None
 
 
 def _solution(job, path: str | None):
