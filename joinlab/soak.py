@@ -152,6 +152,8 @@ def main(argv: list[str] | None = None) -> int:
                           f"{_size(home / pattern) / 1024:>14.0f} {_lag(progress):>7} {memory:>10.0f}", flush=True)
         finally:
             stop.set()
+            for sender in senders:
+                sender.join(timeout=60)  # a slice in flight finishes before the broker goes
         print("soak: generators done; waiting for the jobs to catch up", flush=True)
         for query in queries.values():
             query.processAllAvailable()

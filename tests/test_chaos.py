@@ -7,9 +7,6 @@ test`'s budget; `make soak` is the long run.
 import json
 import os
 import random
-import signal
-import stat
-import sys
 
 import pytest
 
@@ -49,16 +46,18 @@ def finish_and_verify(spark, pattern: str, bootstrap: str, checkpoint) -> int:
     return re_emitted(read_topics(bootstrap, job.OUTPUT_TOPICS))
 
 
+@pytest.mark.timeout(1200)  # two JVM starts per case: minutes on a loaded 2-core machine
 @pytest.mark.parametrize("pattern", list(patterns.PATTERNS))
 def test_sigkilled_at_random_points_of_one_run_and_restarted_each_time(spark, bootstrap, tmp_path, pattern,
                                                                         record_property):
-    """`joinlab run PATTERN` is SIGKILLed three times, each at a random point (mid-write of a
-    batch's output, or just after a commit), new input arriving between the runs; a last run on
-    the same checkpoint must give the reference's output."""
+    """`joinlab run PATTERN` is SIGKILLed $LAB_CHAOS_KILLS times (default 2), each at a random
+    point (mid-write of a batch's output, or just after a commit), new input arriving between the
+    runs; a last run on the same checkpoint (in this process) must give the reference's output."""
     rng = random.Random(f"{pattern}-{os.environ.get('LAB_CHAOS_SEED', '13')}")
     job = patterns.job(pattern)
     create_topics(bootstrap, job.INPUT_TOPICS + job.OUTPUT_TOPICS)
-    parts = chunks(events(pattern, rng.randrange(1000), 400), 4)
+    kills_wanted = int(os.environ.get("LAB_CHAOS_KILLS", "2"))
+    parts = chunks(events(pattern, rng.randrange(1000), 100 * (kills_wanted + 1)), kills_wanted + 1)
     checkpoint = tmp_path / "cp"
     kills = []
     for round_, part in enumerate(parts[:-1]):
@@ -91,8 +90,8 @@ def test_a_broker_restarted_under_a_running_job_stops_it_with_the_reason_and_res
         send(bootstrap, events(pattern, 1, 200), progress=False)
         log = open(log_path, "wb")
         process = run_pattern_process(pattern, bootstrap, checkpoint, tmp_path, log)
-        wait_for(lambda: records_in(bootstrap, job.OUTPUT_TOPICS) > 0 or process.poll() is not None, 240,
-                 "the job's first output")
+        # restarted between batches: one cut mid-batch may fail on the sink's write first (another test's case)
+        wait_for(lambda: committed_batches(checkpoint) or process.poll() is not None, 240, "the first committed batch")
     try:
         with EmbeddedBroker(port=port, log_path=tmp_path / "b.log") as second:
             create_topics(bootstrap, job.INPUT_TOPICS + job.OUTPUT_TOPICS)

@@ -94,6 +94,8 @@ def read_range(options: KafkaOptions, rng: OffsetRange) -> Iterator[pa.RecordBat
                     if err.code() == KafkaError._PARTITION_EOF:
                         if msg.offset() >= rng.end:  # only markers were left in the range
                             next_offset = rng.end
+                        elif _log_shrank(consumer, options, rng):  # carrying on: the rest is gone
+                            next_offset = rng.end
                         continue
                     if err.code() == KafkaError.OFFSET_OUT_OF_RANGE:
                         next_offset = _skip_lost(consumer, options, rng, next_offset)
@@ -119,6 +121,19 @@ def read_range(options: KafkaOptions, rng: OffsetRange) -> Iterator[pa.RecordBat
             yield batch.to_arrow(rng.topic, rng.partition)
     finally:
         consumer.close()
+
+
+def _log_shrank(consumer, options: KafkaOptions, rng: OffsetRange) -> bool:
+    """At the end of the partition before the end of the range: normally the records are still on
+    their way; but when the broker says the partition now ends before the range (restarted, topic
+    recreated), they never come. Fail (default), or True: stop reading this range."""
+    from confluent_kafka import TopicPartition
+    low, high = consumer.get_watermark_offsets(TopicPartition(rng.topic, rng.partition), timeout=10, cached=False)
+    if high >= rng.end:
+        return False
+    if options.fail_on_data_loss:
+        raise DataLossError(message([Loss(rng.topic, str(rng.partition), rng.end, low, high)], None, None))
+    return True
 
 
 def _skip_lost(consumer, options: KafkaOptions, rng: OffsetRange, next_offset: int) -> int:
