@@ -142,14 +142,15 @@ def records_in(bootstrap: str, topics: list[str]) -> int:
 
 
 def sigkill_when(pattern: str, bootstrap: str, checkpoint, tmp_path, condition, what: str,
-                 env: dict | None = None, log_name: str = "killed") -> None:
+                 env: dict | None = None, log_name: str = "killed", timeout_s: float = 240,
+                 interval_s: float = 0.05) -> None:
     """Run `joinlab run PATTERN` in its own process and SIGKILL it (the JVM and Python workers
     with it) as soon as `condition()` holds; fails with the job's log if the job ends first."""
     log_path = Path(tmp_path) / f"{pattern}-{log_name}.log"
     with open(log_path, "wb") as log:
         process = run_pattern_process(pattern, bootstrap, checkpoint, tmp_path, log, env)
         try:
-            wait_for(lambda: condition() or process.poll() is not None, 240, what, interval_s=0.05)
+            wait_for(lambda: condition() or process.poll() is not None, timeout_s, what, interval_s=interval_s)
         finally:
             kill_group(process)
     assert process.returncode == -signal.SIGKILL, log_path.read_text()[-3000:]
