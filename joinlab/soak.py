@@ -101,6 +101,17 @@ def _shift(record, piece: int):
                         record.kind)
 
 
+def _first_batch(pattern: str, query, timeout_s: float = 600) -> None:
+    from joinlab import job as runner
+    deadline = time.monotonic() + timeout_s
+    while not query.recentProgress:
+        if query.exception() is not None:
+            raise SystemExit(f"soak: {pattern} failed to start: {runner.failure(query.exception())}")
+        if time.monotonic() > deadline:
+            raise SystemExit(f"soak: {pattern} made no progress in {timeout_s:.0f} s")
+        time.sleep(0.5)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m joinlab.soak", description=__doc__.split("\n")[0])
     p.add_argument("--minutes", type=float, default=10.0, help="how long the generators send (default 10)")
@@ -129,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
             stack.enter_context(runner.services(job, bootstrap))
             queries[pattern] = runner.start(spark, job, bootstrap, str(home / pattern), name=pattern.replace("-", "_"),
                                             trigger_interval="2 seconds")
+            _first_batch(pattern, queries[pattern])  # one at a time: four starting at once strain 2 cores
             sender = threading.Thread(target=_generate, args=(pattern, bootstrap, args.rate, args.minutes * 60, stop),
                                       daemon=True)
             sender.start()
