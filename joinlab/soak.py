@@ -131,7 +131,8 @@ def main(argv: list[str] | None = None) -> int:
     with ExitStack() as stack:
         broker = stack.enter_context(EmbeddedBroker(log_path=home / "broker.log"))
         bootstrap = broker.bootstrap_servers
-        spark = session("soak")
+        # Python workers connect back to the JVM within this time; on a busy machine 15 s is too short
+        spark = session("soak", **{"spark.python.authenticate.socketTimeout": "120s"})
         runner.quiet_failures(spark)
         queries, senders = {}, []
         for pattern in args.patterns:
