@@ -15,7 +15,7 @@ GENERATORS ?=
 NATIVE_FLAGS = $(if $(filter-out 0 no false,$(GENERATORS)),--generators)
 
 .DEFAULT_GOAL := help
-.PHONY: help install check-java demo test bench broker-start broker-stop broker-status verify \
+.PHONY: help install check-java demo test soak bench broker-start broker-stop broker-status verify \
 	up up-native down ps logs reset clean interview interview-check compose-test docker-engine
 
 help: ## List the targets
@@ -37,6 +37,11 @@ demo: $(STAMP) check-java ## Run PATTERN (default tweet-views) end to end on the
 
 test: $(STAMP) check-java ## Run the whole test suite (unit + real broker + real Spark)
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+SOAK_MINUTES ?= 10
+SOAK_RATE ?= 20
+soak: $(STAMP) check-java ## Every pattern at SOAK_RATE events/s for SOAK_MINUTES (default 10): state, memory, lag, verified
+	$(PY) -m joinlab.soak --minutes $(SOAK_MINUTES) --rate $(SOAK_RATE) $(ARGS)
 
 bench: $(STAMP) check-java ## Print the benchmark table (client, Spark source, job, plain Python, latency)
 	$(LAB) bench

@@ -69,19 +69,44 @@ def cmd_run(args) -> int:
     checkpoint = args.checkpoint or str(lab_home() / "checkpoints" / args.pattern)
     if args.reset:
         shutil.rmtree(checkpoint, ignore_errors=True)
+    problem = _unwritable(checkpoint)
+    if problem:
+        print(f"joinlab run {args.pattern}: the checkpoint directory {checkpoint} is not writable ({problem}). "
+              "Free some space or fix its permissions, or choose another with --checkpoint DIR.", file=sys.stderr)
+        return 2
     job = patterns.job(args.pattern)
     solution = _solution(job, args.solution)
     spark = session(f"job-{args.pattern}")
+    runner.quiet_failures(spark)
     with runner.services(job, bootstrap):
         query = runner.start(spark, observed(job), bootstrap, checkpoint, available_now=args.available_now,
                              max_offsets_per_trigger=args.max_offsets_per_trigger, name=args.pattern.replace("-", "_"),
-                             solution=solution)
+                             solution=solution, fail_on_data_loss=args.fail_on_data_loss == "true")
         ui = ui_url(spark)
         print(f"{args.pattern}: running, checkpoint {checkpoint}" + ("" if args.available_now else " (Ctrl-C stops)")
               + (f"\n{args.pattern}: Spark UI {ui} (Structured Streaming tab: rates, durations, state, watermark)"
                  if ui else ""), file=sys.stderr)
-        follow(query, job, args.pattern, shown="quiet" if args.quiet else "json" if args.json else "line")
+        try:
+            follow(query, job, args.pattern, shown="quiet" if args.quiet else "json" if args.json else "line")
+        except Exception as exc:  # the query failed: say why in a person's words, not a JVM stack
+            text = runner.failure(exc).replace("joinlab run PATTERN", f"joinlab run {args.pattern}")
+            print(f"joinlab run {args.pattern}: the job stopped. {text}\nCheckpoint: {checkpoint}", file=sys.stderr)
+            return 1
     return 0
+
+
+def _unwritable(directory: str) -> str | None:
+    """Why `directory` cannot take a checkpoint (create it, write a file in it), or None. Checked
+    before Spark starts, so the error is one line, and no half-written checkpoint is left."""
+    import os
+    import tempfile
+    try:
+        os.makedirs(directory, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=directory, prefix=".write-probe-"):
+            pass
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return None
 
 
 def _solution(job, path: str | None):
@@ -193,6 +218,9 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--reset", action="store_true", help="delete the checkpoint first (reprocess from the start)")
     r.add_argument("--available-now", action="store_true", help="stop once caught up instead of running on")
     r.add_argument("--max-offsets-per-trigger", type=int, help="cap on records per micro-batch")
+    r.add_argument("--fail-on-data-loss", choices=["true", "false"], default="true",
+                   help="stop when the checkpoint's offsets are gone from the broker (default true); false "
+                        "carries on from the records that exist")
     r.add_argument("--solution", metavar="FILE", help="run the processors of this file (e.g. your "
                                                       "exercises/PATTERN.py) instead of the lab's own")
     shown = r.add_mutually_exclusive_group()

@@ -36,6 +36,12 @@ def shuffle_partitions() -> int:
     return int(configured) if configured else max(2, min(8, os.cpu_count() or 2))
 
 
+def max_event_skew() -> str:
+    """How far an event's time may lie past the moment its record was produced
+    ($LAB_MAX_EVENT_SKEW, default '1 hour'); beyond it the event is dead-lettered (joinlab.events)."""
+    return os.environ.get("LAB_MAX_EVENT_SKEW", "1 hour")
+
+
 _UNITS_MS = {"ms": 1, "millisecond": 1, "s": 1000, "sec": 1000, "second": 1000, "min": 60_000, "minute": 60_000,
              "h": 3_600_000, "hour": 3_600_000, "d": 86_400_000, "day": 86_400_000}
 

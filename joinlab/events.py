@@ -3,6 +3,15 @@
 Why this shape: a job must keep running on bad input and lose nothing. Parsing is plain Spark SQL
 on the VARIANT type (no Python UDF), with strict JSON types, so the plain-Python references
 (`validate`) apply the very same rules and the two never disagree on what is valid.
+
+The watermark guard: an event whose `event_time` lies more than $LAB_MAX_EVENT_SKEW (default an
+hour) past the moment its record was produced is dead-lettered, so it never reaches a watermark.
+One such event would move the watermark past every real event, and from then on every valid
+event is late. The bound is the record's Kafka timestamp, not the clock of the machine that
+checks: the job and a reference run an hour later must judge a record alike, and so must a
+replay after a restart. Old data (a backfill) is never in the future of its own records, so it
+passes unchanged. A producer that stamps its records with their event time (CreateTime set by
+hand) bypasses the guard; the lab's producers let the client stamp the time of sending.
 """
 from __future__ import annotations
 
@@ -14,6 +23,8 @@ from typing import Callable
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+
+from joinlab.config import duration_ms, max_event_skew
 
 # Spark type of a field -> the JSON type(s) `schema_of_variant` must report for it.
 _JSON_TYPES = {"bigint": ("BIGINT",), "string": ("STRING",), "timestamp": ("STRING",),
@@ -44,6 +55,7 @@ class EventSchema:
 
 EMPTY, MALFORMED, NOT_OBJECT, UNEXPECTED_TOPIC = ("empty value", "malformed JSON", "not a JSON object",
                                                   "unexpected topic")
+EVENT_TIME = "event_time"  # the field a schema's watermark guard applies to, where it has one
 
 
 def missing(name: str) -> str:
@@ -54,9 +66,28 @@ def invalid(name: str, kind: str) -> str:
     return f"invalid field: {name} (expected {kind})"
 
 
+@dataclass(frozen=True)
+class Skew:
+    """The watermark guard's bound, read once from $LAB_MAX_EVENT_SKEW."""
+    text: str
+    ms: int
+
+    @classmethod
+    def configured(cls) -> "Skew":
+        text = max_event_skew()
+        return cls(text, duration_ms(text, "LAB_MAX_EVENT_SKEW"))
+
+    @property
+    def reason(self) -> str:
+        return f"invalid field: {EVENT_TIME} (more than {self.text} after the record was produced; LAB_MAX_EVENT_SKEW)"
+
+    def allows(self, event_time_us: int, produced_ms: int | None) -> bool:
+        return produced_ms is None or produced_ms < 0 or event_time_us <= (produced_ms + self.ms) * 1000
+
+
 # --- Spark ----------------------------------------------------------------------------------
 
-def _reason(schema: EventSchema) -> Column:
+def _reason(schema: EventSchema, skew: Skew) -> Column:
     """The first rule the record breaks, or NULL when it is valid (typed fields are columns here)."""
     rules: list[tuple[Column, str]] = [(F.col("_value").isNull() | (F.length("_value") == 0), EMPTY),
                                        (F.col("_v").isNull(), MALFORMED),
@@ -70,6 +101,9 @@ def _reason(schema: EventSchema) -> Column:
         rules.append((~is_missing & wrong, invalid(name, kind)))
     for check in schema.checks:
         rules.append((~F.coalesce(F.expr(check.sql), F.lit(False)), check.reason))
+    if EVENT_TIME in schema.fields:
+        too_late = F.unix_micros(F.col(EVENT_TIME)) > (F.unix_millis(F.col("_produced")) + F.lit(skew.ms)) * 1000
+        rules.append((F.coalesce(too_late, F.lit(False)), skew.reason))
     result = F.lit(None).cast("string")
     for condition, reason in reversed(rules):
         result = F.when(condition, F.lit(reason)).otherwise(result)
@@ -98,6 +132,7 @@ def parse_events(raw: DataFrame, schemas: list[EventSchema], dead_letter_topic: 
     plan scans the source again, so a pattern that keeps its inputs in one frame reads Kafka twice
     per micro-batch (events and dead letters), not once per topic and outcome."""
     types = _field_types(schemas)
+    skew = Skew.configured()
     typed = []
     for name, kind in types.items():
         value = F.lit(None).cast(kind)
@@ -108,10 +143,11 @@ def parse_events(raw: DataFrame, schemas: list[EventSchema], dead_letter_topic: 
         typed.append(value.alias(name))
     reason = F.lit(UNEXPECTED_TOPIC)
     for schema in reversed(schemas):
-        reason = F.when(F.col("_topic") == schema.topic, _reason(schema)).otherwise(reason)
+        reason = F.when(F.col("_topic") == schema.topic, _reason(schema, skew)).otherwise(reason)
     checked = (raw.select(F.col("key").alias("_key"), F.col("value").cast("string").alias("_value"),
                           F.col("value").alias("_raw"), F.col("topic").alias("_topic"),
                           F.col("partition").alias("_partition"), F.col("offset").alias("_offset"),
+                          F.col("timestamp").alias("_produced"),
                           # explode(array(x)) is one row per record, but a barrier: without it Spark
                           # pushes the validity filter below the parse and parses each record once per rule
                           F.explode(F.array(F.expr("try_parse_json(CAST(value AS STRING))"))).alias("_v"))
@@ -168,8 +204,10 @@ def timer_ms(t_us: int) -> int:
     return -(-t_us // 1000)
 
 
-def validate(schema: EventSchema, value: bytes | None) -> tuple[dict | None, str | None]:
-    """(the event as a dict, None) when valid, else (None, reason) - as `parse_events` decides."""
+def validate(schema: EventSchema, value: bytes | None, produced_ms: int | None = None,
+             skew: Skew | None = None) -> tuple[dict | None, str | None]:
+    """(the event as a dict, None) when valid, else (None, reason) - as `parse_events` decides.
+    `produced_ms` is the record's Kafka timestamp (None: unknown, so no watermark guard)."""
     if not value:
         return None, EMPTY
     try:
@@ -187,17 +225,28 @@ def validate(schema: EventSchema, value: bytes | None) -> tuple[dict | None, str
     for check in schema.checks:
         if not check.holds(event):
             return None, check.reason
+    if EVENT_TIME in schema.fields and produced_ms is not None:
+        skew = skew or Skew.configured()
+        if not skew.allows(micros(event[EVENT_TIME]), produced_ms):
+            return None, skew.reason
     return event, None
 
 
 def valid_events(records, schemas: list[EventSchema]):
     """(schema, event) for every record of a schema's topic that `validate` accepts, in order."""
     by_topic = {schema.topic: schema for schema in schemas}
+    skew = Skew.configured()
     for record in records:
         schema = by_topic.get(record.topic)
-        event = validate(schema, record.value)[0] if schema else None
+        event = validate(schema, record.value, produced_at(record), skew)[0] if schema else None
         if event is not None:
             yield schema, event
+
+
+def produced_at(record) -> int | None:
+    """A record's Kafka timestamp where it has one (read back from a topic), else None (a
+    generator's record, not produced yet)."""
+    return getattr(record, "timestamp_ms", None)
 
 
 def latest_events(records, keys: list[tuple[EventSchema, str]], version: str) -> dict[str, dict]:

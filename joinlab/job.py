@@ -10,6 +10,7 @@ context manager that makes a service it calls (money enrichment's session lookup
 from __future__ import annotations
 
 import contextlib
+import re
 from types import ModuleType
 
 from pyspark.sql import SparkSession
@@ -21,11 +22,12 @@ from joinlab.spark import kafka_sink, read_kafka
 def start(spark: SparkSession, job: ModuleType, bootstrap: str, checkpoint: str, *,
           available_now: bool = False, max_offsets_per_trigger: int | None = None,
           trigger_interval: str = "1 second", name: str | None = None,
-          solution: ModuleType | None = None) -> StreamingQuery:
+          solution: ModuleType | None = None, fail_on_data_loss: bool = True) -> StreamingQuery:
     """Start `job` reading its inputs from the beginning (or from its checkpoint, on restart),
-    with the processors of `solution` (a candidate's module; None: the lab's own)."""
+    with the processors of `solution` (a candidate's module; None: the lab's own). With
+    `fail_on_data_loss` the query stops when its checkpointed offsets are gone from the broker."""
     raw = read_kafka(spark, bootstrap, job.INPUT_TOPICS, starting="earliest",
-                     max_offsets_per_trigger=max_offsets_per_trigger)
+                     max_offsets_per_trigger=max_offsets_per_trigger, fail_on_data_loss=fail_on_data_loss)
     writer = kafka_sink(job.build(raw, solution), bootstrap, checkpoint).outputMode("append")
     if name:
         writer = writer.queryName(name)
@@ -50,6 +52,30 @@ def configured(spark: SparkSession, job: ModuleType):
                 spark.conf.unset(key)
             else:
                 spark.conf.set(key, value)
+
+
+# The lab's own errors (joinlab.*Error) carry a message written for a person; Spark wraps them in a
+# Python traceback and a JVM stack. The message ends where Spark's own text starts again.
+_LAB_ERROR = re.compile(r"joinlab\.[\w.]*\.(\w+Error): (.*?)(?=\n\s*SQLSTATE|\n\tat |\n=== |\Z)", re.S)
+
+
+def failure(exc: BaseException) -> str:
+    """What a failed query says to a person: the lab's own error message where there is one (a
+    data loss, a bad checkpoint), else the first lines of Spark's."""
+    found = _LAB_ERROR.findall(str(exc))
+    if found:
+        kind, text = found[-1]
+        return f"{kind}: {text.strip()}"
+    lines = [line for line in str(exc).splitlines() if line.strip() and not line.startswith("\tat ")]
+    return "\n".join(lines[:12])
+
+
+def quiet_failures(spark: SparkSession) -> None:
+    """No JVM stack for a failing query in the log: whoever awaits the query reports it (`failure`)."""
+    log4j = spark._jvm.org.apache.logging.log4j
+    for logger in ("org.apache.spark.sql.execution.streaming.runtime.MicroBatchExecution",
+                   "org.apache.spark.sql.execution.streaming.MicroBatchExecution"):
+        log4j.core.config.Configurator.setLevel(logger, log4j.Level.OFF)
 
 
 def input_rows(query: StreamingQuery) -> int:

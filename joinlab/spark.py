@@ -92,14 +92,17 @@ def _official_connector_present(spark: SparkSession) -> bool:
 
 
 def read_kafka(spark: SparkSession, bootstrap: str, topics: list[str], starting: str = "earliest",
-               max_offsets_per_trigger: int | None = None, **options: str) -> DataFrame:
+               max_offsets_per_trigger: int | None = None, fail_on_data_loss: bool = True,
+               **options: str) -> DataFrame:
     """A streaming DataFrame over `topics` with the official connector's columns (`options`: more
-    source options, e.g. the lab connector's joinlab.pooling)."""
+    source options, e.g. the lab connector's joinlab.pooling). With `fail_on_data_loss` (the
+    default) a query stops when its checkpointed offsets are gone from the broker
+    (joinlab.spark_kafka.continuity); without it, it carries on from what exists."""
     reader = (spark.readStream.format(kafka_format(spark)).options(**options)
               .option("kafka.bootstrap.servers", bootstrap)
               .option("subscribe", ",".join(topics))
               .option("startingOffsets", starting)
-              .option("failOnDataLoss", "true"))
+              .option("failOnDataLoss", str(fail_on_data_loss).lower()))
     if max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", str(max_offsets_per_trigger))
     return reader.load()

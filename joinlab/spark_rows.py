@@ -16,13 +16,16 @@ The records arrive in `batches` chunks of their list order, one chunk per micro-
 job reads what has arrived between two triggers. So a test controls the micro-batch boundaries
 and therefore the watermark of each batch. Offsets are `{"batch": chunks read}`. Columns are
 those of the Kafka source. Partitions are assigned by key (`partitions` per topic, default 1), and
-offsets count per topic-partition in list order. `timestamp` is the record's position in the list,
-as milliseconds after the epoch: the arrival order, as the batch references read it.
+offsets count per topic-partition in list order. `timestamp` is when the records were handed to
+the source (`encode`) plus the record's position in the list in milliseconds: the arrival order,
+as the batch references read it, at a time the events' own times are not in the future of (the
+watermark guard in joinlab.events).
 """
 from __future__ import annotations
 
 import base64
 import json
+import time
 import zlib
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -51,7 +54,8 @@ def encode(records: Iterable, batches: int = 1, partitions: int = 1) -> dict[str
     rows = [[r.topic, _b64(r.key), _b64(r.value)] for r in records]
     if batches < 1 or partitions < 1:
         raise ValueError(f"batches and partitions must be >= 1, got {batches} and {partitions}")
-    return {"records": json.dumps(rows), "batches": str(batches), "partitions": str(partitions)}
+    return {"records": json.dumps(rows), "batches": str(batches), "partitions": str(partitions),
+            "produced_ms": str(int(time.time() * 1000))}
 
 
 @dataclass(frozen=True)
@@ -100,6 +104,7 @@ class RecordsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options):
         rows = json.loads(options.get("records", "[]"))
         self.chunks = plan(rows, int(options.get("batches", "1")), int(options.get("partitions", "1")))
+        self.produced = EPOCH + timedelta(milliseconds=int(options.get("produced_ms", "0")))
 
     def initialOffset(self) -> dict:
         return {"batch": 0}
@@ -116,7 +121,7 @@ class RecordsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: Chunk):
         for key, value, offset, position in partition.rows:
             yield (_unb64(key), _unb64(value), partition.topic, partition.partition, offset,
-                   EPOCH + timedelta(milliseconds=position), 0)
+                   self.produced + timedelta(milliseconds=position), 0)
 
 
 def read_records(spark: SparkSession, records: Iterable, batches: int = 1, partitions: int = 1) -> DataFrame:

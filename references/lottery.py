@@ -16,7 +16,7 @@ are a mismatch.
 """
 from __future__ import annotations
 
-from joinlab.events import micros, moment, validate
+from joinlab.events import micros, moment, produced_at, validate
 from jobs.lottery import (LOTTERY_EVENTS, USER_EVENTS, actual, parse_output, version,  # noqa: F401 (output contract)
                           winner_key)
 from jobs.lottery_rules import (ALREADY_STARTED, BOUGHT, INACTIVE, LATE, NO_COUPON, NON_POSITIVE, STARTED, WINDOW_US,
@@ -31,7 +31,7 @@ def arrivals(records: list) -> list[tuple[int, dict]]:
     found = []
     for index, record in enumerate(records):
         schema = SCHEMAS.get(record.topic)
-        event = validate(schema, record.value)[0] if schema else None
+        event = validate(schema, record.value, produced_at(record))[0] if schema else None
         if event is not None:
             event = dict(event, t_us=micros(event["event_time"]), lottery_id=event.get("lottery_id"),
                          user_id=event.get("user_id"), amount=event.get("amount"))

@@ -188,23 +188,37 @@ def records_in(bootstrap: str, topics: list[str]) -> int:
         consumer.close()
 
 
+def sigkill_when(pattern: str, bootstrap: str, checkpoint, tmp_path, condition, what: str,
+                 env: dict | None = None, log_name: str = "killed", timeout_s: float = 240,
+                 interval_s: float = 0.05) -> None:
+    """Run `joinlab run PATTERN` in its own process and SIGKILL it (the JVM and Python workers
+    with it) as soon as `condition()` holds; fails with the job's log if the job ends first."""
+    log_path = Path(tmp_path) / f"{pattern}-{log_name}.log"
+    with open(log_path, "wb") as log:
+        process = run_pattern_process(pattern, bootstrap, checkpoint, tmp_path, log, env)
+        try:
+            wait_for(lambda: condition() or process.poll() is not None, timeout_s, what, interval_s=interval_s)
+        finally:
+            kill_group(process)
+    assert process.returncode == -signal.SIGKILL, log_path.read_text()[-3000:]
+
+
 def sigkill_at_first_output(pattern: str, bootstrap: str, checkpoint, tmp_path, output_topics: list[str],
                             env: dict | None = None) -> set[int]:
     """Run `joinlab run PATTERN` in its own process, SIGKILL it as soon as its first record reaches
     `output_topics` (mid-stream: its batch may be written in part), and return the batches it had
     committed (at least one: otherwise there would be no state to resume)."""
-    log_path = Path(tmp_path) / f"{pattern}-killed.log"
-    with open(log_path, "wb") as log:
-        process = run_pattern_process(pattern, bootstrap, checkpoint, tmp_path, log, env)
-        try:
-            wait_for(lambda: records_in(bootstrap, output_topics) > 0 or process.poll() is not None, 240,
-                     f"the first records on {', '.join(output_topics)}", interval_s=0.05)
-        finally:
-            kill_group(process)
-    assert process.returncode == -signal.SIGKILL, log_path.read_text()[-3000:]
+    sigkill_when(pattern, bootstrap, checkpoint, tmp_path, lambda: records_in(bootstrap, output_topics) > 0,
+                 f"the first records on {', '.join(output_topics)}", env)
     committed = committed_batches(checkpoint)
     assert committed, "killed before the first batch committed: nothing in the state store yet"
     return committed
+
+
+def re_emitted(records) -> int:
+    """Output records that repeat an earlier one exactly (topic, key, value): what an
+    at-least-once sink wrote again when a batch was retried after a failure."""
+    return len(records) - len({(r.topic, r.key, r.value) for r in records})
 
 
 def random_batches(rows: list, rng, largest: int = 150) -> list[list]:

@@ -165,3 +165,28 @@ def test_a_late_click_is_rejected_and_bad_records_are_dead_lettered_while_the_jo
     assert {letter["job"] for letter in letters} == {"lottery"}
     report = verify("lottery", bootstrap)
     assert report.ok, "\n".join(report.lines())
+
+
+def test_an_event_from_the_future_is_dead_lettered_and_never_makes_valid_events_late(spark, bootstrap, tmp_path):
+    """One LotteryStarted stamped years ahead would move the watermark past every real event: each
+    click after it would be rejected as late. The guard dead-letters it instead (its time is beyond
+    the record's Kafka timestamp + $LAB_MAX_EVENT_SKEW), so the next micro-batch's click wins."""
+    from joinlab.events import Skew
+    setup_topics(bootstrap)
+    poison = Record(lottery.LOTTERY_TOPIC, b"9", json.dumps(
+        {"event_id": "future", "type": "LotteryStarted", "lottery_id": 9,
+         "event_time": "2031-01-01T00:00:00Z"}).encode(), "bad")
+    send(bootstrap, [event("s1", "LotteryStarted", 0, lottery_id=1), event("b1", "CouponsBought", 1, user_id=5, amount=2),
+                     poison], progress=False)
+    run_to_end(spark, bootstrap, tmp_path / "cp")
+    send(bootstrap, [event("c1", "Clicked", 2, user_id=5, lottery_id=1),
+                     event("clock1", "LotteryStarted", 30, lottery_id=2)], progress=False)
+    run_to_end(spark, bootstrap, tmp_path / "cp")
+
+    got = outcomes(bootstrap)
+    assert "rejection c1" not in got, "the click was judged against the future event's watermark"
+    assert got["winner 1 2026-01-01T00:00:00+00:00"]["winning_event_id"] == "c1"
+    letters = [json.loads(r.value) for r in read_topics(bootstrap, [lottery.DEAD_LETTERS_TOPIC])]
+    assert [(letter["reason"], letter["key"]) for letter in letters] == [(Skew.configured().reason, "9")]
+    report = verify("lottery", bootstrap)
+    assert report.ok, "\n".join(report.lines())

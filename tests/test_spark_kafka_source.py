@@ -1,4 +1,5 @@
 """The lab's Spark Kafka source and sink against a real broker and real Spark."""
+import contextlib
 import json
 
 import pytest
@@ -61,3 +62,42 @@ def test_sink_topic_option_and_a_clear_error_without_any_topic(spark, bootstrap)
     assert sorted(r.value for r in read_topics(bootstrap, ["dest"])) == [b"v1", b"v2"]
     with pytest.raises(Exception, match="'topic' column or the 'topic' option"):
         df.write.format(kafka_format(spark)).option("kafka.bootstrap.servers", bootstrap).mode("append").save()
+
+
+def _copy_in_to_out(spark, bootstrap, checkpoint, fail_on_data_loss=True):
+    create_topics(bootstrap, ["out"])
+    query = (read_kafka(spark, bootstrap, ["in"], fail_on_data_loss=fail_on_data_loss)
+             .select(F.lit("out").alias("topic"), "key", "value").writeStream.format(kafka_format(spark))
+             .option("kafka.bootstrap.servers", bootstrap).option("checkpointLocation", str(checkpoint))
+             .trigger(availableNow=True).start())
+    with contextlib.suppress(Exception):  # the caller asserts on query.exception()
+        query.awaitTermination()
+    return query
+
+
+def test_a_checkpoint_from_a_restarted_broker_fails_loudly_or_carries_on_from_what_exists(spark, tmp_path):
+    """The embedded broker keeps topics in memory: after a restart the checkpoint's offsets point
+    past the new log (or at other records). The query must stop and say so (failOnDataLoss=true),
+    or, with failOnDataLoss=false, read every record the new broker holds, exactly once."""
+    from joinlab.broker import EmbeddedBroker
+    from joinlab.job import failure
+    checkpoint = tmp_path / "cp"
+    with EmbeddedBroker(log_path=tmp_path / "a.log") as first:
+        produce(first.bootstrap_servers, "in", 30)
+        assert _copy_in_to_out(spark, first.bootstrap_servers, checkpoint).exception() is None
+        first_cluster = first.info.cluster_id
+    with EmbeddedBroker(log_path=tmp_path / "b.log") as second:
+        produce(second.bootstrap_servers, "in", 12, partitions=2)
+        query = _copy_in_to_out(spark, second.bootstrap_servers, checkpoint)
+        text = failure(query.exception())
+        assert text.startswith("DataLossError: The checkpoint's Kafka offsets are not in the broker's log")
+        assert f"made against broker cluster {first_cluster}; the broker now answering is cluster " \
+               f"{second.info.cluster_id}" in text
+        assert "topic in partition 0: checkpointed offset 10, but the partition now ends at offset 6" in text
+        assert "topic in partition 2: checkpointed offset 10, but the partition no longer exists" in text
+        assert "--reset" in text and "\tat " not in text
+        assert read_topics(second.bootstrap_servers, ["out"]) == []
+
+        assert _copy_in_to_out(spark, second.bootstrap_servers, checkpoint, fail_on_data_loss=False).exception() is None
+        out = read_topics(second.bootstrap_servers, ["out"])
+        assert sorted(json.loads(r.value)["i"] for r in out) == list(range(12))

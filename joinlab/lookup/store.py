@@ -138,7 +138,7 @@ class SessionStore:
         fields = self.schema.fields
         with self._lock:
             for record in records:
-                event, _ = validate(self.schema, record.value)
+                event, _ = validate(self.schema, record.value, record.timestamp)
                 if event is None:
                     self._invalid += 1
                     continue

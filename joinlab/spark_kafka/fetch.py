@@ -14,14 +14,11 @@ from typing import Iterator
 import pyarrow as pa
 
 from joinlab.spark_kafka import pool
-from joinlab.spark_kafka.options import HEADERS_TYPE, KafkaOptions
+from joinlab.spark_kafka.continuity import DataLossError, Loss, message
+from joinlab.spark_kafka.options import KafkaOptions
 from joinlab.spark_kafka.planning import OffsetRange, ReadTask
 
 BATCH_ROWS = 8192
-
-
-class DataLossError(RuntimeError):
-    pass
 
 
 def _arrow_schema(include_headers: bool) -> pa.Schema:
@@ -113,6 +110,8 @@ def read_range(options: KafkaOptions, rng: OffsetRange, consumer) -> Iterator[pa
                 if err.code() == KafkaError._PARTITION_EOF:
                     if msg.offset() >= rng.end:  # only markers were left in the range
                         next_offset = rng.end
+                    elif _log_shrank(consumer, options, rng):  # carrying on: the rest is gone
+                        next_offset = rng.end
                     continue
                 if err.code() == KafkaError.OFFSET_OUT_OF_RANGE:
                     next_offset = _skip_lost(consumer, options, rng, next_offset)
@@ -138,14 +137,26 @@ def read_range(options: KafkaOptions, rng: OffsetRange, consumer) -> Iterator[pa
         yield batch.to_arrow(rng.topic, rng.partition)
 
 
-def _skip_lost(consumer, options: KafkaOptions, rng: OffsetRange, next_offset: int) -> int:
-    """The range starts below the log start: fail (default) or continue from the log start."""
+def _log_shrank(consumer, options: KafkaOptions, rng: OffsetRange) -> bool:
+    """At the end of the partition before the end of the range: normally the records are still on
+    their way; but when the broker says the partition now ends before the range (restarted, topic
+    recreated), they never come. Fail (default), or True: stop reading this range."""
     from confluent_kafka import TopicPartition
-    low, _ = consumer.get_watermark_offsets(TopicPartition(rng.topic, rng.partition), timeout=10)
-    message = (f"{rng.topic}-{rng.partition}: offsets [{next_offset}, {low}) were deleted before they "
-               "were read (retention?). Set failOnDataLoss=false to skip them.")
+    low, high = consumer.get_watermark_offsets(TopicPartition(rng.topic, rng.partition), timeout=10, cached=False)
+    if high >= rng.end:
+        return False
+    if options.fail_on_data_loss:
+        raise DataLossError(message([Loss(rng.topic, str(rng.partition), rng.end, low, high)], None, None))
+    return True
+
+
+def _skip_lost(consumer, options: KafkaOptions, rng: OffsetRange, next_offset: int) -> int:
+    """The range starts outside the log (below its start: deleted; past its end: the offsets went
+    backwards): fail (default) or continue from the log start."""
+    from confluent_kafka import TopicPartition
+    low, high = consumer.get_watermark_offsets(TopicPartition(rng.topic, rng.partition), timeout=10)
     if options.fail_on_data_loss or low <= next_offset:
-        raise DataLossError(message)
+        raise DataLossError(message([Loss(rng.topic, str(rng.partition), next_offset, low, high)], None, None))
     resume = min(low, rng.end)
     if resume < rng.end:
         consumer.assign([TopicPartition(rng.topic, rng.partition, resume)])

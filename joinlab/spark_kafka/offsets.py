@@ -1,7 +1,7 @@
 """Driver-side offsets: resolve startingOffsets and find the true end of every subscribed partition."""
 from __future__ import annotations
 
-from kafka import TopicPartition
+from kafka import KafkaAdminClient, TopicPartition
 
 from joinlab.spark_kafka.options import EARLIEST, LATEST, KafkaOptions, parse_offsets_spec
 from joinlab.spark_kafka.planning import Offsets
@@ -9,11 +9,13 @@ from joinlab.topics import end_offsets, partitions_of, plain_consumer
 
 
 class OffsetOracle:
-    """Answers 'where does each partition begin and end now', keeping one client connection."""
+    """Answers 'where does each partition begin and end now, and on which cluster', keeping its
+    client connections."""
 
     def __init__(self, options: KafkaOptions):
         self.options = options
         self._consumer = None
+        self._admin = None
 
     @property
     def consumer(self):
@@ -29,6 +31,12 @@ class OffsetOracle:
 
     def earliest(self) -> Offsets:
         return _as_offsets(self.consumer.beginning_offsets(self._partitions()))
+
+    def cluster_id(self) -> str | None:
+        """The id of the cluster answering now (a fresh one per start of the embedded broker)."""
+        if self._admin is None:
+            self._admin = KafkaAdminClient(bootstrap_servers=self.options.bootstrap_servers)
+        return self._admin.describe_cluster().get("cluster_id")
 
     def resolve(self, spec: str) -> Offsets:
         """'earliest', 'latest' or JSON with -2/-1 sentinels, as concrete next offsets."""
@@ -52,9 +60,10 @@ class OffsetOracle:
         return resolved
 
     def close(self) -> None:
-        if self._consumer is not None:
-            self._consumer.close()
-            self._consumer = None
+        for client in (self._consumer, self._admin):
+            if client is not None:
+                client.close()
+        self._consumer = self._admin = None
 
 
 def _as_offsets(by_tp: dict[TopicPartition, int]) -> Offsets:

@@ -4,6 +4,7 @@ from __future__ import annotations
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
 
+from joinlab.spark_kafka.continuity import check, cluster_of, positions, resume_points, stamped
 from joinlab.spark_kafka.fetch import read_task
 from joinlab.spark_kafka.offsets import OffsetOracle
 from joinlab.spark_kafka.options import KafkaOptions, read_schema
@@ -71,21 +72,32 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.oracle = OffsetOracle(options)
         self._available_now_target: Offsets | None = None
         self._last_seen: Offsets | None = None
+        self._checked = False  # has this run compared its checkpoint with the broker yet?
 
-    def initialOffset(self) -> Offsets:
-        return self.oracle.resolve(self.options.starting_offsets)
+    def initialOffset(self) -> dict:
+        return stamped(self.oracle.resolve(self.options.starting_offsets), self.oracle.cluster_id())
+
+    def _continuing(self, *checkpointed: dict) -> tuple[Offsets, str | None]:
+        """(the partitions' true ends, the cluster id) now, after making sure the checkpointed
+        offsets can be read on from (joinlab.spark_kafka.continuity)."""
+        earliest, latest, cluster = self.oracle.earliest(), self.oracle.latest(), self.oracle.cluster_id()
+        for offsets in checkpointed:
+            check(offsets, earliest, latest, cluster, self.options.fail_on_data_loss)
+        self._checked = True
+        return latest, cluster
 
     def getDefaultReadLimit(self):
         limit = self.options.max_offsets_per_trigger
         return ReadMaxRows(limit) if limit else ReadAllAvailable()
 
-    def latestOffset(self, start: Offsets, limit) -> Offsets:
-        self._last_seen = self.oracle.latest()
+    def latestOffset(self, start: dict, limit) -> dict:
+        self._last_seen, cluster = self._continuing(start)
+        begin = resume_points(start, self._last_seen, cluster)
         latest = cap(self._last_seen, self._available_now_target)
-        latest = {t: {p: max(o, start.get(t, {}).get(p, 0)) for p, o in parts.items()} for t, parts in latest.items()}
+        latest = {t: {p: max(o, begin.get(t, {}).get(p, 0)) for p, o in parts.items()} for t, parts in latest.items()}
         if isinstance(limit, ReadMaxRows):
-            latest = rate_limit(start, latest, limit.max_rows)
-        return latest
+            latest = rate_limit(begin, latest, limit.max_rows)
+        return stamped(latest, cluster)
 
     def reportLatestOffset(self):
         return self._last_seen
@@ -93,8 +105,11 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def prepareForTriggerAvailableNow(self) -> None:
         self._available_now_target = self.oracle.latest()
 
-    def partitions(self, start: Offsets, end: Offsets):
-        return plan_tasks(start, end, self.options.task_records)
+    def partitions(self, start: dict, end: dict):
+        if not self._checked:  # a restart replays its last planned batch without asking latestOffset
+            self._continuing(start, end)
+        ends = positions(end)
+        return plan_tasks(resume_points(start, ends, cluster_of(end)), ends, self.options.task_records)
 
     def read(self, partition: ReadTask):
         return read_task(self.options, partition)

@@ -1,0 +1,201 @@
+"""The chaos suite: the patterns under faults that are not a clean stop, each case ending with the
+output verified against the batch reference and a count of what was written twice.
+
+Kept small on purpose (a few hundred events per case) so the whole suite stays within `make
+test`'s budget; `make soak` is the long run.
+"""
+import json
+import os
+import random
+
+import pytest
+
+from joinlab import job as runner
+from joinlab import patterns
+from joinlab.generate import Disorder, send
+from joinlab.topics import create_topics, read_topics
+from joinlab.verify import verify
+from tests.conftest import (committed_batches, kill_group, re_emitted, records_in, run_job_to_end,
+                            run_pattern_process, sigkill_when, wait_for)
+
+pytestmark = pytest.mark.spark
+
+# Disorder within every pattern's watermark delay, so lateness does not depend on where a run
+# was cut (the lottery's caveat in docs/lottery.md).
+WITHIN_THE_DELAY = Disorder(delayed=0.4, max_delay_s=4.0, duplicates=0.1, malformed=0.02)
+EXTRA = {"lottery": {"lotteries": 3, "users": 30}}
+
+
+def events(pattern: str, seed: int, count: int) -> list:
+    return patterns.generator(pattern).generate(seed, count, disorder=WITHIN_THE_DELAY, **EXTRA.get(pattern, {}))
+
+
+def chunks(records: list, n: int) -> list[list]:
+    size = -(-len(records) // n)
+    return [records[i:i + size] for i in range(0, len(records), size)]
+
+
+def finish_and_verify(spark, pattern: str, bootstrap: str, checkpoint) -> int:
+    """Run the pattern to the end on `checkpoint` in this process, verify its output against the
+    reference, and return how many output records it wrote twice (the sink is at-least-once)."""
+    job = patterns.job(pattern)
+    with runner.services(job, bootstrap):
+        run_job_to_end(spark, job, bootstrap, checkpoint)
+    report = verify(pattern, bootstrap)
+    assert report.ok, "\n".join(report.lines())
+    return re_emitted(read_topics(bootstrap, job.OUTPUT_TOPICS))
+
+
+@pytest.mark.timeout(1800)  # two JVM starts per case: minutes on a loaded 2-core machine
+@pytest.mark.parametrize("pattern", list(patterns.PATTERNS))
+def test_sigkilled_at_random_points_of_one_run_and_restarted_each_time(spark, bootstrap, tmp_path, pattern,
+                                                                        record_property):
+    """`joinlab run PATTERN` is SIGKILLed $LAB_CHAOS_KILLS times (default 2), each at a random
+    point (mid-write of a batch's output, or just after a commit), new input arriving between the
+    runs; a last run on the same checkpoint (in this process) must give the reference's output."""
+    rng = random.Random(f"{pattern}-{os.environ.get('LAB_CHAOS_SEED', '13')}")
+    job = patterns.job(pattern)
+    create_topics(bootstrap, job.INPUT_TOPICS + job.OUTPUT_TOPICS)
+    kills_wanted = int(os.environ.get("LAB_CHAOS_KILLS", "2"))
+    parts = chunks(events(pattern, rng.randrange(1000), 100 * (kills_wanted + 1)), kills_wanted + 1)
+    checkpoint = tmp_path / "cp"
+    kills = []
+    for round_, part in enumerate(parts[:-1]):
+        send(bootstrap, part, progress=False)
+        outputs_before, commits_before = records_in(bootstrap, job.OUTPUT_TOPICS), len(committed_batches(checkpoint))
+        if rng.random() < 0.5:
+            point, condition = "mid-write", lambda: records_in(bootstrap, job.OUTPUT_TOPICS) > outputs_before
+        else:
+            point, condition = "after a commit", lambda: len(committed_batches(checkpoint)) > commits_before
+        sigkill_when(pattern, bootstrap, checkpoint, tmp_path, condition, f"kill point {point}",
+                     log_name=f"kill{round_}", timeout_s=480, interval_s=0.2)
+        kills.append(point)
+    send(bootstrap, parts[-1], progress=False)
+    twice = finish_and_verify(spark, pattern, bootstrap, checkpoint)
+    record_property("kills", kills)
+    record_property("re_emitted", twice)
+    print(f"{pattern}: killed {kills}; {twice} output records re-emitted")
+
+
+def test_a_broker_restarted_under_a_running_job_stops_it_with_the_reason_and_reset_converges(spark, tmp_path):
+    """The embedded broker restarts (same port, new cluster id, empty topics) while `joinlab run`
+    runs: the job must stop on its own with the data-loss message and exit 1, no JVM stack; then
+    `joinlab run --reset` on the new broker's data converges."""
+    from joinlab.broker import EmbeddedBroker
+    pattern, job = "tweet-views", patterns.job("tweet-views")
+    checkpoint, log_path = tmp_path / "cp", tmp_path / "run.log"
+    with EmbeddedBroker(log_path=tmp_path / "a.log") as first:
+        port, bootstrap, first_cluster = first.info.port, first.bootstrap_servers, first.info.cluster_id
+        create_topics(bootstrap, job.INPUT_TOPICS + job.OUTPUT_TOPICS)
+        send(bootstrap, events(pattern, 1, 200), progress=False)
+        log = open(log_path, "wb")
+        process = run_pattern_process(pattern, bootstrap, checkpoint, tmp_path, log)
+        # restarted between batches: one cut mid-batch may fail on the sink's write first (another test's case)
+        wait_for(lambda: committed_batches(checkpoint) or process.poll() is not None, 240, "the first committed batch")
+    try:
+        with EmbeddedBroker(port=port, log_path=tmp_path / "b.log") as second:
+            create_topics(bootstrap, job.INPUT_TOPICS + job.OUTPUT_TOPICS)
+            send(bootstrap, events(pattern, 2, 200), progress=False)
+            assert process.wait(timeout=240) == 1
+            log.close()
+            text = log_path.read_text()
+            print(text[text.index("joinlab run tweet-views: the job stopped"):] if "the job stopped" in text else text[-3000:])
+            assert "joinlab run tweet-views: the job stopped. DataLossError: The checkpoint's Kafka offsets" in text
+            assert f"made against broker cluster {first_cluster}; the broker now answering is cluster " \
+                   f"{second.info.cluster_id}" in text
+            assert "`joinlab run tweet-views --reset`" in text and "\tat org.apache" not in text
+            assert read_topics(bootstrap, [job.OUTPUT_TOPICS[0]]) == [], "it read on from stale offsets"
+
+            import shutil
+            shutil.rmtree(checkpoint)  # what `joinlab run --reset` does
+            assert finish_and_verify(spark, pattern, bootstrap, checkpoint) == 0
+    finally:
+        kill_group(process)
+        log.close()
+
+
+def immutable(path, on: bool) -> None:
+    """chattr +i / -i: a directory nobody can write to, root included (chmod does not stop root)."""
+    import subprocess
+    done = subprocess.run(["chattr", "+i" if on else "-i", str(path)], capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"needs chattr on a file system with the immutable flag: {done.stderr.strip()}")
+
+
+def test_an_unwritable_checkpoint_directory_is_a_clear_error_and_leaves_no_corrupt_checkpoint(
+        spark, bootstrap, tmp_path, monkeypatch, capsys):
+    """Before the run: `joinlab run` refuses with the directory and the reason. During the run (the
+    checkpoint's offset log becomes unwritable after a commit): the query stops with an error
+    naming the file, and once the directory is writable again a restart converges."""
+    from joinlab import cli
+    pattern, job = "tweet-views", patterns.job("tweet-views")
+    create_topics(bootstrap, job.INPUT_TOPICS + job.OUTPUT_TOPICS)
+    send(bootstrap, events(pattern, 3, 300), progress=False)
+    checkpoint = tmp_path / "cp"
+    checkpoint.mkdir()
+    monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", bootstrap)
+    immutable(checkpoint, True)
+    try:
+        assert cli.main(["run", pattern, "--checkpoint", str(checkpoint), "--available-now"]) == 2
+    finally:
+        immutable(checkpoint, False)
+    assert f"the checkpoint directory {checkpoint} is not writable (Operation not permitted)" in capsys.readouterr().err
+    assert list(checkpoint.iterdir()) == []
+
+    query = runner.start(spark, job, bootstrap, str(checkpoint), max_offsets_per_trigger=60,
+                         trigger_interval="200 milliseconds")
+    try:
+        wait_for(lambda: committed_batches(checkpoint), 240, "the first commit")
+        immutable(checkpoint / "offsets", True)
+        wait_for(lambda: not query.isActive, 240, "the query to stop on the unwritable offset log")
+        text = runner.failure(query.exception())
+        assert str(checkpoint / "offsets") in text and "Operation not permitted" in text, text
+        print(f"unwritable offset log -> {text}")
+    finally:
+        query.stop()
+        immutable(checkpoint / "offsets", False)
+    assert finish_and_verify(spark, pattern, bootstrap, checkpoint) == 0
+
+
+def test_money_lookup_service_down_longer_than_the_timeout_then_back(spark, bootstrap, tmp_path, monkeypatch):
+    """While the session lookup service is down, a transaction that needs a lookup is dead-lettered
+    with the reason once the timeout passes; a transaction joined from state is not affected; once
+    the service is back (same port and token) lookups enrich again. Against the reference, the
+    dead-lettered transaction is the only difference."""
+    from joinlab.lookup import LookupService
+    from tests.test_money_enrichment import outputs, session, tx, use_service, user
+    money = patterns.job("money-enrichment")
+    create_topics(bootstrap, money.INPUT_TOPICS + money.OUTPUT_TOPICS)
+    first = LookupService(bootstrap, topic=money.SESSIONS_TOPIC, port=0).start()
+    port, token = first.port, first.token
+    use_service(monkeypatch, first, MONEY_LOOKUP_TIMEOUT="1 second", MONEY_LOOKUP_RETRIES="1")
+    query = runner.start(spark, money, bootstrap, str(tmp_path / "cp"), trigger_interval="500 milliseconds")
+    enriched = lambda: {json.loads(r.value)["tx_id"]: json.loads(r.value) for r in outputs(bootstrap)}  # noqa: E731
+    letters = lambda: {json.loads(r.value)["key"]: json.loads(r.value)  # noqa: E731
+                       for r in read_topics(bootstrap, [money.DEAD_LETTERS_TOPIC])}
+    try:
+        send(bootstrap, [user(1, 1, 0), session("s1", 1, 0), tx("on-time", "s1", 5), session("clock", 2, 400)],
+             progress=False)
+        wait_for(lambda: "on-time" in enriched(), 240, "the on-time transaction")
+        first.stop()  # down: connections refused
+        first = None
+        send(bootstrap, [tx("while-down", "s1", 10), session("s2", 1, 420), tx("from-state", "s2", 421),
+                         session("clock2", 2, 460)], progress=False)
+        wait_for(lambda: "while-down" in letters() and "from-state" in enriched(), 240,
+                 "the dead letter of the lookup that found the service down, and the state join beside it")
+        with LookupService(bootstrap, topic=money.SESSIONS_TOPIC, port=port, token=token):
+            send(bootstrap, [tx("back-up", "s1", 15), session("clock3", 2, 520)], progress=False)
+            wait_for(lambda: "back-up" in enriched(), 240, "a lookup once the service is back")
+            assert query.isActive and query.exception() is None
+    finally:
+        query.stop()
+        if first:
+            first.stop()
+    reason = letters()["while-down"]["reason"]
+    assert reason.startswith("lookup"), reason
+    assert enriched()["back-up"]["enriched_by"] == "lookup" and enriched()["back-up"]["session_id"] == "s1"
+    report = verify("money-enrichment", bootstrap)
+    assert report.missing == ["while-down"] and not (report.extra or report.stale or report.mismatched), \
+        "\n".join(report.lines())
+    print(f"money-enrichment: lookup down -> {reason!r}; {re_emitted(read_topics(bootstrap, money.OUTPUT_TOPICS))} "
+          "output records re-emitted")
