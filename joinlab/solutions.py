@@ -47,6 +47,21 @@ def from_file(path: str | Path) -> ModuleType:
     except Exception as exc:
         del sys.modules[name]
         raise SolutionError(f"{path} does not import: {type(exc).__name__}: {exc}") from exc
+    _resolve_annotations(module)
     from pyspark import cloudpickle
     cloudpickle.register_pickle_by_value(module)
     return module
+
+
+def _resolve_annotations(module: ModuleType) -> None:
+    """Turn the module's classes' postponed annotations (`from __future__ import annotations`)
+    into the types they name, here where the module's globals exist: a class pickled by value
+    reaches the workers without its module, and `typing.get_type_hints` there (named state's
+    `ddl(User)`) could not find `User` by its name any more."""
+    import typing
+    for value in list(vars(module).values()):
+        if isinstance(value, type) and value.__module__ == module.__name__ and "__annotations__" in vars(value):
+            try:
+                value.__annotations__ = typing.get_type_hints(value)
+            except Exception:  # an annotation that does not resolve stays as written
+                pass
