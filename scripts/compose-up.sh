@@ -23,6 +23,15 @@ if ! docker compose version >/dev/null 2>&1; then
   echo "compose-up: Docker Compose v2 ('docker compose') is not installed, so no Docker stack." >&2
   exit 3
 fi
+# The images the stack starts from must be here or pull: where no registry answers (and they were
+# never pulled), the native stack is the lab; `make compose-test` shows the stack running there with
+# docker-compose.no-registry.yml and a local base image (README: Run the lab with Docker).
+for image in apache/kafka:3.9.2 "${PYTHON_IMAGE:-python:3.11.15-slim-bookworm}"; do
+  if ! docker image inspect "$image" >/dev/null 2>&1 && ! timeout 60 docker pull -q "$image" >/dev/null 2>&1; then
+    echo "compose-up: the image $image is not here and does not pull (no registry reachable?), so no Docker stack." >&2
+    exit 3
+  fi
+done
 
 new_token() {
   if command -v python3 >/dev/null 2>&1; then

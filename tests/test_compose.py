@@ -810,6 +810,9 @@ case "$1" in
   compose)
     [ "$2" = version ] && exit 0
     exit "${FAKE_COMPOSE_STATUS:-0}" ;;
+  image|pull)
+    [ "$FAKE_DOCKER_IMAGES" = none ] && { echo "no such image / no registry" >&2; exit 1; }
+    exit 0 ;;
 esac
 exit 0
 """
@@ -853,6 +856,16 @@ def test_compose_up_exits_3_without_a_docker_engine(checkout):
     assert "Cannot connect to the Docker daemon" in result.stderr
     assert not (repo / ".env").exists()
     assert "compose" not in log.read_text()
+
+
+def test_compose_up_exits_3_when_the_images_are_not_here_and_do_not_pull(checkout):
+    """An engine but no registry (and the images never pulled): `make up` falls back to the native lab."""
+    repo, env, log = checkout
+    env["FAKE_DOCKER_IMAGES"] = "none"
+    result = _compose_up(repo, env)
+    assert result.returncode == 3 and len(result.stderr.strip().splitlines()) == 1
+    assert "apache/kafka:3.9.2 is not here and does not pull" in result.stderr
+    assert "compose up" not in log.read_text()
 
 
 def test_compose_up_exits_3_without_docker_installed(checkout, tmp_path):
