@@ -40,6 +40,34 @@ def run_scenarios(pattern: str, solution: types.ModuleType) -> pd.DataFrame:
     return pd.DataFrame(table)
 
 
+def final_watermark_ms(pattern: str, records: list) -> int | None:
+    """The watermark `records` imply once read (newest event time - delay), as the reference
+    computes it; None for a pattern without one."""
+    reference = patterns.reference(pattern)
+    if pattern == "lottery":
+        return reference.outcomes(records)[2]
+    if pattern == "money-enrichment":
+        from jobs.money_enrichment_rules import settings
+        us = reference.final_watermark_us(records, settings())
+        return None if us is None else us // 1000
+    return None
+
+
+def wait_decided(lab, timeout_s: float = 600) -> None:
+    """Until the job has read every input record and, for an event-time pattern, run a micro-batch
+    with the watermark they imply: only then has it decided all that the reference expects."""
+    lab.wait_caught_up(timeout_s)
+    final = final_watermark_ms(lab.pattern, lab.records(lab.job.INPUT_TOPICS))
+    if final is None:
+        return
+
+    def watermark_ms() -> int:
+        mark = ((lab.query.lastProgress or {}).get("eventTime") or {}).get("watermark")
+        return int(pd.Timestamp(mark).timestamp() * 1000) if mark else -1
+    lab.wait_until(lambda: lab.caught_up() and watermark_ms() >= final, timeout_s,
+                   "a micro-batch at the final watermark")
+
+
 def plot_against_reference(report) -> None:
     """The live output's keys against the reference's, by verdict (a joinlab.verify Report)."""
     import matplotlib.pyplot as plt
