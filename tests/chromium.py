@@ -53,7 +53,7 @@ class Page:
 def open_page(url: str):
     """Chromium showing `url`; yields a Page to evaluate JavaScript in."""
     import websocket
-    with tempfile.TemporaryDirectory(prefix="chromium-") as profile:
+    with tempfile.TemporaryDirectory(prefix="chromium-", ignore_cleanup_errors=True) as profile:
         browser = subprocess.Popen([executable(), *FLAGS, f"--user-data-dir={profile}", url],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         try:

@@ -336,7 +336,9 @@ def test_a_job_runs_on_the_standalone_master(stack):
     from joinlab.generate import send
     from joinlab.verify import verify
     send(stack.bootstrap, generate(11, 300), progress=False)
-    done = joinlab(stack.env, "run", "tweet-views", "--available-now", timeout=420)
+    # INFO: the executor then logs its tasks (a normal run keeps executors at WARN)
+    done = joinlab({**stack.env, "LAB_SPARK_LOG_LEVEL": "INFO"}, "run", "tweet-views", "--available-now",
+                   timeout=420)
     assert done.returncode == 0, done.stderr[-3000:]
     assert verify("tweet-views", stack.bootstrap).ok
 

@@ -16,7 +16,7 @@ from joinlab.bench.step import log
 from joinlab.spark import STATE_STORE_CONF
 
 TINY_PER_TRIGGER, STEADY_PER_TRIGGER = 100, 20_000
-CHANGELOG, ROW_COUNT = list(STATE_STORE_CONF)
+(CHANGELOG,) = list(STATE_STORE_CONF)
 
 
 @dataclass
@@ -34,7 +34,6 @@ CHANGES = [
     Change("small ranges share a read task", {"joinlab.taskRecords": "0"}, {}, steady=False),
     Change("tweet views: state per key, not per event", {}, {}, per_event=True),
     Change("RocksDB changelog checkpointing", {}, {CHANGELOG: "false"}),
-    Change("state row counting off", {}, {ROW_COUNT: "true"}),
     Change("shuffle partitions = cores (vs 4)", {}, {"spark.sql.shuffle.partitions": "4"}),
 ]
 
