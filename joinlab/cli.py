@@ -79,9 +79,15 @@ def cmd_run(args) -> int:
     spark = session(f"job-{args.pattern}")
     runner.quiet_failures(spark)
     with runner.services(job, bootstrap):
-        query = runner.start(spark, observed(job), bootstrap, checkpoint, available_now=args.available_now,
-                             max_offsets_per_trigger=args.max_offsets_per_trigger, name=args.pattern.replace("-", "_"),
-                             solution=solution, fail_on_data_loss=args.fail_on_data_loss == "true")
+        try:
+            query = runner.start(spark, observed(job), bootstrap, checkpoint, available_now=args.available_now,
+                                 max_offsets_per_trigger=args.max_offsets_per_trigger,
+                                 name=args.pattern.replace("-", "_"), solution=solution,
+                                 fail_on_data_loss=args.fail_on_data_loss == "true")
+        except runner.CheckpointError as exc:
+            print(f"joinlab run {args.pattern}: {exc}".replace("joinlab run PATTERN", f"joinlab run {args.pattern}"),
+                  file=sys.stderr)
+            return 1
         ui = ui_url(spark)
         print(f"{args.pattern}: running, checkpoint {checkpoint}" + ("" if args.available_now else " (Ctrl-C stops)")
               + (f"\n{args.pattern}: Spark UI {ui} (Structured Streaming tab: rates, durations, state, watermark)"

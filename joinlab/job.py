@@ -10,13 +10,20 @@ context manager that makes a service it calls (money enrichment's session lookup
 from __future__ import annotations
 
 import contextlib
+import json
 import re
+from pathlib import Path
 from types import ModuleType
 
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
+from joinlab import solutions
 from joinlab.spark import kafka_sink, read_kafka
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint this job cannot continue from; the message says why and what to run."""
 
 
 def start(spark: SparkSession, job: ModuleType, bootstrap: str, checkpoint: str, *,
@@ -26,6 +33,7 @@ def start(spark: SparkSession, job: ModuleType, bootstrap: str, checkpoint: str,
     """Start `job` reading its inputs from the beginning (or from its checkpoint, on restart),
     with the processors of `solution` (a candidate's module; None: the lab's own). With
     `fail_on_data_loss` the query stops when its checkpointed offsets are gone from the broker."""
+    check_state_layout(job, checkpoint, solution)
     raw = read_kafka(spark, bootstrap, job.INPUT_TOPICS, starting="earliest",
                      max_offsets_per_trigger=max_offsets_per_trigger, fail_on_data_loss=fail_on_data_loss)
     writer = kafka_sink(job.build(raw, solution), bootstrap, checkpoint).outputMode("append")
@@ -34,6 +42,39 @@ def start(spark: SparkSession, job: ModuleType, bootstrap: str, checkpoint: str,
     writer = writer.trigger(availableNow=True) if available_now else writer.trigger(processingTime=trigger_interval)
     with configured(spark, job):
         return writer.start()
+
+
+def state_variables(checkpoint: str) -> set[str]:
+    """The state variables a checkpoint's stateful operators hold, from each operator's newest
+    metadata file (state/<operator>/_metadata/v2/<batch>, written by transformWithState)."""
+    found: set[str] = set()
+    for operator in Path(checkpoint, "state").glob("*/_metadata/v2"):
+        batches = [f for f in operator.iterdir() if f.name.isdigit()]
+        if not batches:
+            continue
+        newest = max(batches, key=lambda f: int(f.name))
+        for line in newest.read_text().splitlines()[1:]:  # the first line is the format version
+            try:
+                properties = json.loads(json.loads(line).get("operatorPropertiesJson") or "{}")
+            except ValueError:
+                continue
+            found |= {v["stateName"] for v in properties.get("stateVariables", [])}
+    return found
+
+
+def check_state_layout(job: ModuleType, checkpoint: str, solution: ModuleType | None = None) -> None:
+    """Refuse a checkpoint that holds state the processors no longer read (their module's
+    RETIRED_STATE): Spark would restart it without a word and every key's old state would be
+    ignored, so the output would silently go wrong."""
+    module = solutions.of(job.SOLUTION, job.PROCESSORS, solution) if hasattr(job, "SOLUTION") else None
+    retired = set(getattr(module, "RETIRED_STATE", ())) & state_variables(checkpoint)
+    if retired:
+        names = ", ".join(f"'{name}'" for name in sorted(retired))
+        raise CheckpointError(
+            f"the checkpoint {checkpoint} holds state ({names}) of an earlier layout of this job's "
+            f"processor, which this version does not read: continuing would ignore every key's stored "
+            f"state. Run `joinlab run PATTERN --reset` to start again from the topics "
+            f"(or keep the old checkpoint and choose another with --checkpoint DIR).")
 
 
 @contextlib.contextmanager

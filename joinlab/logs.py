@@ -53,6 +53,10 @@ QUIET_EVENTS = [
     Quiet("org.apache.spark.sql.execution.python.streaming.TransformWithStateInPySparkStateServer",
           r".*No more data to read from the socket.*",
           "the Python worker of a transformWithState stage closed its state connection: it is done"),
+    Quiet("org.apache.spark.sql.execution.python.streaming.TransformWithStateInPySparkStateServer",
+          r".*state \S+ doesn't contain a value.*",
+          "reading a key's state before it has any is how every new key starts (get() returns None); "
+          "Spark warns once per read"),
     Quiet("org.apache.spark.sql.avro.AvroSerializer", r".*(nullable Avro schema|nullable catalyst schema).*",
           "Avro-encoded state (money enrichment): Spark's own state schemas differ in nullability from "
           "their Avro form, every store, every batch; the lab's state values are all nullable"),
@@ -94,12 +98,16 @@ def log4j2_properties() -> str:
              "logger.jetty.name = org.sparkproject.jetty",
              f"logger.jetty.level = {'WARN' if quieting() else level()}"]
     if quieting():
-        for i, rule in enumerate(QUIET_EVENTS):
-            lines += [f"# {rule.why}", f"logger.q{i}.name = {rule.logger}"]
-            if rule.message is None:
+        by_logger: dict[str, list[Quiet]] = {}
+        for rule in QUIET_EVENTS:
+            by_logger.setdefault(rule.logger, []).append(rule)
+        for i, (logger, rules) in enumerate(by_logger.items()):
+            lines += [f"# {rule.why}" for rule in rules] + [f"logger.q{i}.name = {logger}"]
+            if any(rule.message is None for rule in rules):
                 lines.append(f"logger.q{i}.level = ERROR")
-            else:
-                lines += [f"logger.q{i}.filter.m.type = RegexFilter", f"logger.q{i}.filter.m.regex = {_escaped(rule.message)}",
+            else:  # a logger takes one filter: its rules' messages as one alternation
+                regex = "|".join(f"(?:{rule.message})" for rule in rules)
+                lines += [f"logger.q{i}.filter.m.type = RegexFilter", f"logger.q{i}.filter.m.regex = {_escaped(regex)}",
                           f"logger.q{i}.filter.m.onMatch = DENY", f"logger.q{i}.filter.m.onMismatch = NEUTRAL"]
     return "\n".join(lines) + "\n"
 

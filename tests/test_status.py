@@ -176,6 +176,6 @@ def test_joinlab_run_prints_a_line_per_batch_that_matches_the_topics_and_the_ui_
         shown = err.read_text()
         assert "Traceback" not in shown and "tweet-views: stopping (Ctrl-C)" in shown, shown[-3000:]
         for noise in ("incubator modules", "NativeCodeLoader", "Disabling AQE", "adaptive.enabled", "could not bind",
-                      "Failed to cancel job group",
+                      "Failed to cancel job group", "doesn't contain a value",
                       "TransformWithStateInPandas Python worker", "log4j profile"):
             assert noise not in shown, f"{noise!r} should be quiet:\n{shown[-3000:]}"

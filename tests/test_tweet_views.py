@@ -100,11 +100,12 @@ def test_each_kind_of_bad_record_is_dead_lettered_with_its_reason_and_valid_reco
     assert report.ok and report.expected > 300, "\n".join(report.lines())
 
 
-def test_a_checkpoint_of_the_previous_layout_and_settings_resumes_and_still_equals_the_reference(
+def test_a_checkpoint_of_the_previous_settings_resumes_and_one_of_the_previous_state_layout_is_refused(
         spark, bootstrap, tmp_path):
-    """A checkpoint started before the speed changes (state per event in "user" + "tweets", four
-    shuffle partitions, no changelog checkpointing) resumes under the lab's current processor and
-    settings: its state is moved into one value per author, and its partitions stay four."""
+    """A checkpoint started with the settings before the speed changes (four shuffle partitions,
+    no changelog checkpointing) resumes under the current ones and keeps its four partitions. One
+    whose state has the per-event layout ("user" + "tweets", which Spark would restart without a
+    word while the processor reads "author") is refused, with the command that starts again."""
     from joinlab import job as runner
     from joinlab.bench import per_event
     from joinlab.spark import STATE_STORE_CONF
@@ -116,13 +117,18 @@ def test_a_checkpoint_of_the_previous_layout_and_settings_resumes_and_still_equa
     try:
         for key, value in old.items():
             spark.conf.set(key, value)
-        query = runner.start(spark, tv, bootstrap, str(tmp_path / "cp"), available_now=True, solution=per_event,
-                             max_offsets_per_trigger=400)
-        query.awaitTermination()
-        assert query.exception() is None
+        for checkpoint, solution in ((tmp_path / "cp", None), (tmp_path / "per-event", per_event)):
+            query = runner.start(spark, tv, bootstrap, str(checkpoint), available_now=True, solution=solution,
+                                 max_offsets_per_trigger=400)
+            query.awaitTermination()
+            assert query.exception() is None
     finally:
         for key, value in saved.items():
             spark.conf.set(key, value)
+    assert runner.state_variables(str(tmp_path / "per-event")) == {"user", "tweets"}
+    assert runner.state_variables(str(tmp_path / "cp")) == {"author"}
+    with pytest.raises(runner.CheckpointError, match=r"'tweets', 'user'.*--reset"):
+        runner.start(spark, tv, bootstrap, str(tmp_path / "per-event"), available_now=True)
     send(bootstrap, records[1200:], progress=False)
     resumed = run_to_end(spark, bootstrap, tmp_path / "cp")
     assert resumed.recentProgress[0]["batchId"] >= 3, "the restart began again from batch 0"

@@ -5,7 +5,7 @@ from datetime import datetime, timedelta, timezone
 from pyspark.sql import Row
 from pyspark.sql.streaming.tws_tester import TwsTester
 
-from jobs.tweet_views_solution import LEGACY_USER, Author, Tweet, TweetViewsProcessor, User
+from jobs.tweet_views_solution import Author, Tweet, TweetViewsProcessor, User
 from joinlab.named_state import ddl
 
 T = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -106,16 +106,6 @@ def test_tweets_older_than_the_retention_behind_the_authors_newest_event_are_dro
     assert views(tester.test(1, [user(2, name="anne")])) == [(11, 1, 2, "hi", "anne"), (12, 1, 2, "hi", "anne")]
     assert tester.test(1, [tweet(10, version=1, text="late")]) == []  # beyond the retention when it arrives
     assert sorted(t.tweet_id for t in stored(tester).tweets) == [11, 12]
-
-
-def test_a_checkpoint_of_the_per_event_layout_is_moved_into_one_value_and_keeps_joining():
-    tester = TwsTester(TweetViewsProcessor())
-    tester.updateValueState("user", 1, (1, "ann", "@ann", T))
-    tester.updateMapState("tweets", 1, {(10,): (1, "hi", T), (11,): (2, "edited", T)})
-    assert views(tester.test(1, [user(2, name="anne")])) == [(10, 1, 2, "hi", "anne"), (11, 2, 2, "edited", "anne")]
-    assert stored(tester).user.version == 2 and len(stored(tester).tweets) == 2
-    assert tester.peekValueState("user", 1) is None and tester.peekMapState("tweets", 1) == {}
-    assert LEGACY_USER == ddl(User)
 
 
 def test_naive_and_aware_times_mix_as_spark_hands_them_over():

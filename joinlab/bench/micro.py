@@ -32,6 +32,8 @@ class Change:
 CHANGES = [
     Change("Kafka clients pooled per worker", {"joinlab.pooling": "false"}, {}, steady=False),
     Change("small ranges share a read task", {"joinlab.taskRecords": "0"}, {}, steady=False),
+    Change("reads never wait at the broker (fetch.max.wait.ms 1 vs 50)", {"kafka.fetch.max.wait.ms": "50"}, {},
+           steady=False),
     Change("tweet views: state per key, not per event", {}, {}, per_event=True),
     Change("RocksDB changelog checkpointing", {}, {CHANGELOG: "false"}),
     Change("shuffle partitions = cores (vs 4)", {}, {"spark.sql.shuffle.partitions": "4"}),

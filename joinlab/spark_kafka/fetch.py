@@ -38,7 +38,7 @@ def consumer_config(options: KafkaOptions) -> dict:
         "enable.auto.offset.store": False,
         "enable.partition.eof": True,
         "auto.offset.reset": "error",  # a start below the log start must surface, not be skipped
-        "fetch.wait.max.ms": 50,
+        "fetch.wait.max.ms": options.fetch_wait_ms,  # see options.FETCH_WAIT_MS
         "queued.max.messages.kbytes": 65536,
     }
 

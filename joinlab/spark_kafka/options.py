@@ -13,6 +13,14 @@ EARLIEST, LATEST = -2, -1  # the official connector's sentinels in JSON offsets
 # ranges together smaller than this many records share one task (see planning.plan_tasks).
 TASK_RECORDS = 10_000
 
+# How long the broker may hold a fetch that has too little data (Kafka's fetch.max.wait.ms; the
+# official connector takes it as option kafka.fetch.max.wait.ms). A read task only asks for offsets
+# it knows exist, so it never needs the broker to wait; but on the lab's broker the first fetch of
+# each assigned range took the whole wait even with the records there: 51 ms per range at 50 ms
+# (6 ranges: 310 ms per task), 1.5-2.6 ms at 1 ms (6 ranges: 12 ms). Measured in
+# scripts/fetch_wait.py; `make bench` has it in the ablation.
+FETCH_WAIT_MS = 1
+
 HEADERS_TYPE = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
 
 
@@ -43,6 +51,7 @@ class KafkaOptions:
     fetch_timeout_ms: int
     pooling: bool = True  # lab option joinlab.pooling: reuse clients across tasks (spark_kafka.pool)
     task_records: int = 0  # lab option joinlab.taskRecords: ranges smaller than this share a read task
+    fetch_wait_ms: int = FETCH_WAIT_MS  # option kafka.fetch.max.wait.ms
 
     @classmethod
     def parse(cls, options) -> "KafkaOptions":
@@ -57,7 +66,8 @@ class KafkaOptions:
                    options.get("endingOffsets", "latest"), int(limit) if limit else None,
                    _flag(options, "failOnDataLoss", True), _flag(options, "includeHeaders", False),
                    options.get("topic"), int(options.get("kafkaConsumer.pollTimeoutMs", "120000")),
-                   _flag(options, "joinlab.pooling", True), int(options.get("joinlab.taskRecords", TASK_RECORDS)))
+                   _flag(options, "joinlab.pooling", True), int(options.get("joinlab.taskRecords", TASK_RECORDS)),
+                   int(options.get("kafka.fetch.max.wait.ms", FETCH_WAIT_MS)))
 
     def require_topics(self) -> None:
         if not self.topics:
