@@ -25,6 +25,7 @@ $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "Python 3.10+ is required (found " + sys.version.split()[0] + ")")'
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test,lab]'
+	$(PY) -m joinlab.worker_bytecode
 	@rm -f $(VENV)/.installed-* && touch $@
 
 install: $(STAMP) ## Create .venv and install the lab (runs by itself before every target)
