@@ -142,11 +142,12 @@ def format_micro(out: dict) -> str:
     lines += ["", "  differences (ms): " + "; ".join(f"{label} {_ms(v)}" for label, v in diffs)]
     if out["ablation"]:
         base_tiny, base_rate = out["ablation"][0][1].median_ms, (out["ablation"][0][2].rate if out["ablation"][0][2] else None)
+        width = max(len(label) for label, *_ in out["ablation"])
         lines += ["", "Ablation (tweet views, whole job, one run): each change turned off alone",
-                  f"  {'variant':<52} {'tiny batch ms':>13} {'x of on':>8} {'steady ev/s':>11} {'on / off':>9}"]
+                  f"  {'variant':<{width}} {'tiny batch ms':>13} {'x of on':>8} {'steady ev/s':>11} {'on / off':>9}"]
         for label, small, big, _ in out["ablation"]:
             rate = big.rate if big else None
-            lines.append(f"  {label:<52} {_ms(small.median_ms):>13} {_ratio(small.median_ms, base_tiny):>8} "
+            lines.append(f"  {label:<{width}} {_ms(small.median_ms):>13} {_ratio(small.median_ms, base_tiny):>8} "
                          f"{_ms(rate):>11} {_ratio(base_rate, rate):>9}")
     return "\n".join(lines)
 
