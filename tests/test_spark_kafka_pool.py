@@ -95,3 +95,32 @@ def test_sink_tasks_reuse_one_producer_and_a_failed_task_drops_it(broker):
     assert pooled_producers() and pooled_producers() != [producer]
     values = sorted(r.value for r in read_topics(bootstrap, ["out"]))
     assert {b"a", b"b", b"c", b"e"} <= set(values) and b"x" * 2_000_000 not in values
+
+
+def test_pooled_clients_of_a_stopped_broker_report_it_once_instead_of_flooding_stderr(tmp_path):
+    """A process whose pooled producer and consumer outlive their broker: while they sit idle in the
+    pool they print nothing (librdkafka's default re-bootstrap printed ~20 `%3|...|FAIL|` lines a
+    second per consumer), and when a read uses the consumer again the loss is reported once, in one
+    line naming the broker, and the read fails with its own error."""
+    import subprocess
+    import sys
+
+    from joinlab.broker import EmbeddedBroker
+    from tests.conftest import ROOT
+    with EmbeddedBroker(log_path=tmp_path / "broker.log") as broker:
+        bootstrap = broker.bootstrap_servers
+        create_topics(bootstrap, ["out"])
+        program = subprocess.Popen([sys.executable, "-m", "tests.programs.pooled_clients", bootstrap, "out", "3"],
+                                   cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   text=True)
+        if program.stdout.readline().strip() != "pooled":
+            program.kill()
+            pytest.fail("the program did not get its clients pooled:\n" + "\n".join(program.communicate()))
+    out, err = program.communicate("go\n", timeout=120)
+    assert program.returncode == 0, err
+    assert out.splitlines()[-1] == "read failed: TimeoutError", out
+    lines = err.splitlines()
+    assert [line for line in lines if line.startswith("%")] == [], err
+    reports = [line for line in lines if f"Kafka broker {bootstrap} unreachable" in line]
+    assert len(reports) == 1 and reports[0].startswith("joinlab.kafka.client ERROR: "), err
+    assert len(lines) <= 3, err
