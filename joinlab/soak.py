@@ -192,7 +192,8 @@ def main(argv: list[str] | None = None) -> int:
         senders = [threading.Thread(target=_generate, args=(pattern, bootstrap, args.rate, slices, stop, errors),
                                     daemon=True) for pattern in args.patterns]
         print(f"soak: {', '.join(args.patterns)} at {args.rate:g} events/s each for {slices * SLICE_S / 60:g} min, "
-              f"{int(args.rate * SLICE_S) * slices} events each (broker {bootstrap}, checkpoints in {home})", flush=True)
+              f"{int(args.rate * SLICE_S) * slices} events each (broker {bootstrap}, checkpoints in {home})",
+              flush=True)
         print(f"{'min':>5} {'pattern':<17} {'state rows':>10} {'RocksDB SST KiB':>15} {'checkpoint KiB':>14} "
               f"{'lag':>7} {'memory MiB':>10}", flush=True)
         started = time.monotonic()
