@@ -124,3 +124,45 @@ def test_pooled_clients_of_a_stopped_broker_report_it_once_instead_of_flooding_s
     reports = [line for line in lines if f"Kafka broker {bootstrap} unreachable" in line]
     assert len(reports) == 1 and reports[0].startswith("joinlab.kafka.client ERROR: "), err
     assert len(lines) <= 3, err
+
+
+def test_a_pooled_consumer_idle_between_batches_is_not_made_to_wait_longer_each_time(broker, monkeypatch):
+    """The pool has a client's connections closed after CONNECTION_IDLE_MS idle. librdkafka counts
+    each such close as a failed connection and doubles the delay before the next one, up to 10 s by
+    default: a consumer idle between micro-batches then waited seconds before its next fetch (reads
+    of a few hundred records took 8-9 s; a long soak stalled). The delay it announces after each idle
+    close must stay at the pool's small maximum, however many closes came before."""
+    import logging
+    import re
+
+    from confluent_kafka import TopicPartition
+
+    from joinlab.spark_kafka.fetch import _new_consumer, consumer_config
+    from tests.conftest import wait_for
+    lines = []
+    log = logging.getLogger("tests.kafka.client")
+    log.setLevel(logging.DEBUG)
+    log.propagate = False
+    handler = logging.Handler()
+    handler.emit = lambda record: lines.append(record.getMessage())
+    log.addHandler(handler)
+    monkeypatch.setattr(pool, "_client_log", lambda: log)
+    create_topics(broker, ["in"])
+    produce_batches(options(broker, "in"), [pa.RecordBatch.from_pydict({"value": [b"a"], "partition": [0]})])
+    config = {**consumer_config(options(broker, "in")), "debug": "broker"}
+    closes = lambda: sum("Connection max idle time exceeded" in line and "GroupCoordinator" not in line  # noqa: E731
+                         for line in lines)  # the partition leader's connection
+    try:
+        for _ in range(5):  # each round: a read (it needs a connection again), then an idle close
+            with pool.borrowed("consumer", config, _new_consumer) as consumer:
+                consumer.assign([TopicPartition("in", 0, 0)])
+                wait_for(lambda: [m for m in consumer.consume(1, 0.2) if m.error() is None], 30, "the record")
+                consumer.unassign()
+                before = closes()
+                wait_for(lambda: consumer.poll(0.1) is None and closes() > before, 30, "an idle close")
+    finally:
+        log.removeHandler(handler)
+    delays = [int(ms) for ms in re.findall(r"Delaying next reconnect by (\d+)ms", "\n".join(lines))]
+    assert closes() >= 5, "\n".join(lines[-40:])
+    # (librdkafka announces only a delay it waits out; the jitter adds up to 50%)
+    assert max(delays, default=0) <= 1.5 * pool.RECONNECT["reconnect.backoff.max.ms"], delays

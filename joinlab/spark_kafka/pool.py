@@ -22,7 +22,7 @@ bench, a restarted lab broker) is reported once, not in a flood of librdkafka `%
   every broker starts a fresh bootstrap connection every ~50 ms (a fresh connection has no reconnect
   backoff) and logs each failure: about 20 lines a second per idle pooled consumer (its consumer
   group handle keeps looking for a coordinator), measured. With none it keeps the broker it knows
-  and backs off (reconnect.backoff.max.ms, 10 s); a broker listening at that address again is found.
+  and backs off (RECONNECT); a broker listening at that address again is found.
 - log.connection.close false: no line when a broker closes an idle connection (it is reopened).
 - logger: librdkafka's lines go through Python logging instead of straight to stderr. They are
   handed over when the client is used (poll, consume, flush), so a client idle in the pool prints
@@ -42,10 +42,16 @@ from contextlib import contextmanager
 from typing import Callable, Iterator
 
 IDLE_S = float(os.environ.get("LAB_KAFKA_CLIENT_IDLE_S", "300"))
-# A pooled client drops its broker connections after this long without traffic (librdkafka
-# reconnects in a few ms when it is used again): an idle worker holds no sockets, so a broker
-# can stop at once (the lab's broker waits for open connections).
+# A pooled client drops its broker connections after this long without traffic: an idle worker
+# holds no sockets, so a broker can stop at once (the lab's broker waits for open connections).
 CONNECTION_IDLE_MS = 1000
+# librdkafka counts that idle close as a failed connection and delays the next one, doubling the
+# delay each time up to reconnect.backoff.max.ms (10 s by default): a consumer idle for a second
+# between two micro-batches then waited up to 10 s before its next fetch (measured: reads of a few
+# hundred records took 8-9 s, batches a second apart). With these the delay starts again at 10 ms
+# after every idle close (it resets once the last attempt is older than the maximum), and a broker
+# that is gone is tried at most every ~100 ms.
+RECONNECT = {"reconnect.backoff.ms": 10, "reconnect.backoff.max.ms": 100}
 MAX_CLIENTS = 4  # per kind (producer, consumer) and process
 
 REPORT_EVERY_S = 60.0  # one line per lost broker and process in this time
@@ -143,7 +149,7 @@ def borrowed(kind: str, config: dict, create: Callable[[dict], object],
         finally:
             _close(client)
         return
-    config = {**config, "connections.max.idle.ms": CONNECTION_IDLE_MS}
+    config = {**config, "connections.max.idle.ms": CONNECTION_IDLE_MS, **RECONNECT}
     key = _key(kind, config)
     with _lock:
         entry = _idle.pop(key, None)
