@@ -71,6 +71,8 @@ class BrokerLoss(logging.Filter):
         text = record.getMessage()
         if text.split(" ", 1)[0] not in ("FAIL", "ERROR"):
             return True
+        if getattr(_closing, "now", False):  # a client being closed needs no broker any more
+            return False
         found = self.ADDRESS.search(text.split("]: ", 1)[-1])
         broker = found.group(0) if found else "(all brokers)"
         now = time.monotonic()
@@ -119,11 +121,17 @@ def _key(kind: str, config: dict) -> tuple:
     return (kind, tuple(sorted((k, str(v)) for k, v in config.items())))
 
 
+_closing = threading.local()  # set while this thread closes a client (its last lines are handed over then)
+
+
 def _close(client) -> None:
+    _closing.now = True
     try:
         client.close()
     except Exception:  # closing a client of a broker that is gone must not fail the task
         pass
+    finally:
+        _closing.now = False
 
 
 def _evict(now: float) -> list:
