@@ -61,7 +61,7 @@ def cmd_generate(args) -> int:
 def cmd_run(args) -> int:
     from joinlab import job as runner
     from joinlab.config import lab_home
-    from joinlab.spark import session, ui_url
+    from joinlab.spark import executors, session, ui_url
     from joinlab.status import follow, observed
     from joinlab.topics import create_topics
     bootstrap = broker.bootstrap_servers()
@@ -93,7 +93,8 @@ def cmd_run(args) -> int:
               + (f"\n{args.pattern}: Spark UI {ui} (Structured Streaming tab: rates, durations, state, watermark)"
                  if ui else ""), file=sys.stderr)
         try:
-            follow(query, job, args.pattern, shown="quiet" if args.quiet else "json" if args.json else "line")
+            follow(query, job, args.pattern, shown="quiet" if args.quiet else "json" if args.json else "line",
+                   executors=lambda: executors(spark))
         except Exception as exc:  # the query failed: say why in a person's words, not a JVM stack
             text = runner.failure(exc).replace("joinlab run PATTERN", f"joinlab run {args.pattern}")
             print(f"joinlab run {args.pattern}: the job stopped. {text}\nCheckpoint: {checkpoint}", file=sys.stderr)

@@ -6,8 +6,13 @@ One embedded broker, one Spark session with the four jobs running side by side (
 runs them), one generator thread per pattern sending at `--rate` events/s. Every `--every`
 seconds a row per pattern: state rows, RocksDB SST size (the state store's own metric), the
 checkpoint's size on disk, memory of this process with its JVM and Python workers, and the
-output lag (records the job has not read yet). At the end the generators stop, the jobs catch up,
-and each pattern's output is verified against its reference.
+lag: records on the job's input topics that it has not read yet (the broker's end offsets now
+minus the offsets of the job's last finished batch).
+
+Every generator sends the same number of events (whole 10-s slices), and all start together once
+every job has run its first batch; the run then ends the same way every time: all generators have
+sent everything, then the jobs catch up, then each pattern's output is verified against its
+reference.
 """
 from __future__ import annotations
 
@@ -43,16 +48,39 @@ def _memory_mib() -> float:
     return total / 2**20
 
 
-def _lag(progress: dict) -> int:
-    """Records available to the job but not read yet, from its last progress."""
-    lag = 0
-    for source in progress.get("sources", []):
-        done, latest = (json.loads(source.get(k) or "{}") if isinstance(source.get(k), str) else (source.get(k) or {})
-                        for k in ("endOffset", "latestOffset"))
-        for topic, parts in latest.items():
+def _offsets(value) -> dict:
+    """A source offset from a progress report (JSON text or already parsed)."""
+    return json.loads(value) if isinstance(value, str) else (value or {})
+
+
+def read_to(progress: dict | None) -> dict[str, dict[str, int]]:
+    """{topic: {partition: next offset}} the query's last finished batch read up to, over all its
+    sources (the lab connector's cluster stamp, not a topic, is left out)."""
+    done: dict[str, dict[str, int]] = {}
+    for source in (progress or {}).get("sources", []):
+        for topic, parts in _offsets(source.get("endOffset")).items():
             if isinstance(parts, dict):
-                lag += sum(max(int(o) - int(done.get(topic, {}).get(p, 0)), 0) for p, o in parts.items())
-    return lag
+                done.setdefault(topic, {}).update({str(p): int(o) for p, o in parts.items()})
+    return done
+
+
+def lag(read: dict[str, dict[str, int]], ends: dict[str, dict[str, int]]) -> int:
+    """Records on the input topics (`ends`: the broker's end offsets now) beyond what the job has
+    read (`read`); a partition it has not read at all counts from 0.
+
+    Why not the progress's own latestOffset: it is the end the source saw when it planned the
+    batch, and without maxOffsetsPerTrigger a batch takes all of it, so it always equals the
+    batch's endOffset (lag 0) however far behind the job runs."""
+    return sum(max(end - read.get(topic, {}).get(part, 0), 0)
+               for topic, parts in ends.items() for part, end in parts.items())
+
+
+def _ends(consumer, topics: list[str]) -> dict[str, dict[str, int]]:
+    from joinlab.topics import end_offsets, partitions_of
+    ends: dict[str, dict[str, int]] = {}
+    for tp, offset in end_offsets(consumer, partitions_of(consumer, topics)).items():
+        ends.setdefault(tp.topic, {})[str(tp.partition)] = int(offset)
+    return ends
 
 
 def _state(progress: dict) -> tuple[int, int]:
@@ -62,16 +90,23 @@ def _state(progress: dict) -> tuple[int, int]:
     return rows, sst
 
 
-def _generate(pattern: str, bootstrap: str, rate: float, seconds: float, stop: threading.Event) -> None:
-    """Send the pattern's events at `rate`/s for `seconds`, one generator slice per 10 s (each
-    with its own seed, its event times after the previous slice's)."""
+SLICE_S = 10  # one generator call per slice, each with its own seed and later event times
+
+
+def _generate(pattern: str, bootstrap: str, rate: float, slices: int, stop: threading.Event,
+              errors: list) -> None:
+    """Send `slices` slices of the pattern's events at `rate`/s (each slice with its own seed, its
+    event times after the previous slice's); a failure goes to `errors` (the soak then fails)."""
     generator = patterns.generator(pattern)
-    started, piece = time.monotonic(), 0
-    while not stop.is_set() and time.monotonic() - started < seconds:
-        records = generator.generate(1000 + piece, max(int(rate * 10), 1), disorder=WITHIN_THE_DELAY,
-                                     **EXTRA.get(pattern, {}))
-        send(bootstrap, _shifted(records, piece), rate=rate, progress=False)
-        piece += 1
+    try:
+        for piece in range(slices):
+            if stop.is_set():
+                return
+            records = generator.generate(1000 + piece, max(int(rate * SLICE_S), 1), disorder=WITHIN_THE_DELAY,
+                                         **EXTRA.get(pattern, {}))
+            send(bootstrap, _shifted(records, piece), rate=rate, progress=False)
+    except Exception as exc:  # noqa: BLE001 - reported by the main thread, with the pattern
+        errors.append(f"{pattern}: {exc!r}")
 
 
 def _shifted(records: list, piece: int) -> list:
@@ -112,6 +147,14 @@ def _first_batch(pattern: str, query, timeout_s: float = 600) -> None:
         time.sleep(0.5)
 
 
+def _running(senders: list[threading.Thread], timeout_s: float) -> bool:
+    """Wait up to `timeout_s` for every sender to finish; True while one still runs."""
+    deadline = time.monotonic() + timeout_s
+    for sender in senders:
+        sender.join(max(deadline - time.monotonic(), 0))
+    return any(s.is_alive() for s in senders)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m joinlab.soak", description=__doc__.split("\n")[0])
     p.add_argument("--minutes", type=float, default=10.0, help="how long the generators send (default 10)")
@@ -123,53 +166,65 @@ def main(argv: list[str] | None = None) -> int:
     from joinlab import job as runner
     from joinlab.broker import EmbeddedBroker
     from joinlab.spark import session
-    from joinlab.topics import create_topics
+    from joinlab.topics import create_topics, plain_consumer
     from joinlab.verify import verify
 
     home = Path(tempfile.mkdtemp(prefix="joinlab-soak-"))
-    stop = threading.Event()
+    stop, errors = threading.Event(), []
+    slices = max(1, round(args.minutes * 60 / SLICE_S))
     with ExitStack() as stack:
         broker = stack.enter_context(EmbeddedBroker(log_path=home / "broker.log"))
         bootstrap = broker.bootstrap_servers
         # Python workers connect back to the JVM within this time; on a busy machine 15 s is too short
         spark = session("soak", **{"spark.python.authenticate.socketTimeout": "120s"})
         runner.quiet_failures(spark)
-        queries, senders = {}, []
+        queries, inputs = {}, {}
         for pattern in args.patterns:
             job = patterns.job(pattern)
             create_topics(bootstrap, job.INPUT_TOPICS + job.OUTPUT_TOPICS)
             stack.enter_context(runner.services(job, bootstrap))
             queries[pattern] = runner.start(spark, job, bootstrap, str(home / pattern), name=pattern.replace("-", "_"),
                                             trigger_interval="2 seconds")
+            inputs[pattern] = job.INPUT_TOPICS
             _first_batch(pattern, queries[pattern])  # one at a time: four starting at once strain 2 cores
-            sender = threading.Thread(target=_generate, args=(pattern, bootstrap, args.rate, args.minutes * 60, stop),
-                                      daemon=True)
-            sender.start()
-            senders.append(sender)
-        print(f"soak: {', '.join(args.patterns)} at {args.rate:g} events/s each for {args.minutes:g} min "
-              f"(broker {bootstrap}, checkpoints in {home})", flush=True)
+        consumer = plain_consumer(bootstrap)
+        stack.callback(consumer.close)
+        senders = [threading.Thread(target=_generate, args=(pattern, bootstrap, args.rate, slices, stop, errors),
+                                    daemon=True) for pattern in args.patterns]
+        print(f"soak: {', '.join(args.patterns)} at {args.rate:g} events/s each for {slices * SLICE_S / 60:g} min, "
+              f"{int(args.rate * SLICE_S) * slices} events each (broker {bootstrap}, checkpoints in {home})",
+              flush=True)
         print(f"{'min':>5} {'pattern':<17} {'state rows':>10} {'RocksDB SST KiB':>15} {'checkpoint KiB':>14} "
               f"{'lag':>7} {'memory MiB':>10}", flush=True)
         started = time.monotonic()
+
+        def rows() -> None:
+            memory = _memory_mib()
+            for pattern, query in queries.items():
+                if query.exception():
+                    raise SystemExit(f"soak: {pattern} failed: {runner.failure(query.exception())}")
+                progress = json.loads(query.lastProgress.json) if hasattr(query.lastProgress, "json") \
+                    else query.lastProgress
+                state_rows, sst = _state(progress or {})
+                behind = lag(read_to(progress), _ends(consumer, inputs[pattern]))
+                print(f"{(time.monotonic() - started) / 60:5.1f} {pattern:<17} {state_rows:>10} {sst / 1024:>15.0f} "
+                      f"{_size(home / pattern) / 1024:>14.0f} {behind:>7} {memory:>10.0f}", flush=True)
+
+        for sender in senders:
+            sender.start()
         try:
-            while any(s.is_alive() for s in senders):
-                time.sleep(args.every)
-                memory = _memory_mib()
-                for pattern, query in queries.items():
-                    if query.exception():
-                        raise SystemExit(f"soak: {pattern} failed: {runner.failure(query.exception())}")
-                    progress = json.loads(query.lastProgress.json) if hasattr(query.lastProgress, "json") \
-                        else (query.lastProgress or {})
-                    rows, sst = _state(progress)
-                    print(f"{(time.monotonic() - started) / 60:5.1f} {pattern:<17} {rows:>10} {sst / 1024:>15.0f} "
-                          f"{_size(home / pattern) / 1024:>14.0f} {_lag(progress):>7} {memory:>10.0f}", flush=True)
+            while _running(senders, args.every):
+                rows()
         finally:
-            stop.set()
-            for sender in senders:
-                sender.join(timeout=60)  # a slice in flight finishes before the broker goes
-        print("soak: generators done; waiting for the jobs to catch up", flush=True)
+            stop.set()  # on the way out after a failure: generators end after their current slice
+        if errors:
+            raise SystemExit("soak: a generator failed: " + "; ".join(errors))
+        print("soak: every generator has sent all its events; the jobs catch up", flush=True)
+        rows()
         for query in queries.values():
             query.processAllAvailable()
+        print("soak: caught up", flush=True)
+        rows()
         ok = True
         for pattern, query in queries.items():
             query.stop()

@@ -59,6 +59,15 @@ def session(app_name: str = "stream-join-lab", **conf: str) -> SparkSession:
     return spark
 
 
+def executors(spark: SparkSession) -> int | None:
+    """The application's executors now, the driver not counted; None in local mode (the driver runs
+    the tasks there, so there is no executor to lose)."""
+    context = spark.sparkContext
+    if context.master.startswith("local"):
+        return None
+    return context._jsc.sc().getExecutorMemoryStatus().size() - 1
+
+
 def ui_enabled() -> bool:
     """Spark's web UI (the Structured Streaming tab: rates, durations, state rows, watermark) is on
     in the lab and off where nobody looks at it: $LAB_SPARK_UI=false (tests/conftest sets it)."""

@@ -16,6 +16,7 @@ import json
 import signal
 import sys
 import threading
+import time
 import types
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable
@@ -132,14 +133,53 @@ class Watcher:
         return fresh
 
 
-def follow(query, job: types.ModuleType, label: str, shown: str = "line", out=print) -> None:
+NO_EXECUTOR_S = 5.0  # longer than a lost executor takes to be replaced on a live worker
+
+
+class ExecutorWatch:
+    """Says once when a job on a Spark cluster has lost its executors for NO_EXECUTOR_S, and once
+    when one is back. Why: when the Spark worker dies (killed, out of memory) the query neither
+    fails nor says anything after Spark's one "Lost executor" line; its batch waits until a worker
+    registers again, forever if none does. Before the first executor it stays quiet: Spark itself
+    warns then ("Initial job has not accepted any resources"). `count()` gives the executors now,
+    None where the driver runs the tasks itself (local mode)."""
+
+    def __init__(self, count, label: str, out):
+        self.count, self.label, self.out = count, label, out
+        self.seen = False  # has the job had an executor yet?
+        self.since: float | None = None  # when the executors were last seen gone
+        self.told = False
+
+    def check(self, now: float) -> None:
+        n = self.count()
+        if n is None:
+            return
+        if n > 0:
+            if self.told:
+                self.out(f"{self.label}: a Spark executor is back ({n}); the job goes on")
+            self.seen, self.since, self.told = True, None, False
+            return
+        if not self.seen:
+            return
+        self.since = now if self.since is None else self.since
+        if not self.told and now - self.since >= NO_EXECUTOR_S:
+            self.out(f"{self.label}: no Spark executor has run this job for {now - self.since:.0f} s, so it waits "
+                     "(is the Spark worker gone? `joinlab lab ps` shows it); it goes on once a worker registers: "
+                     "`joinlab lab up` (`make up`) starts a missing one")
+            self.told = True
+
+
+def follow(query, job: types.ModuleType, label: str, shown: str = "line", out=print, executors=None) -> None:
     """Until `query` ends or Ctrl-C stops it: each executed micro-batch as a status line
-    (`shown="line"`, after `label`), a JSON object (`"json"`) or nothing (`"quiet"`).
+    (`shown="line"`, after `label`), a JSON object (`"json"`) or nothing (`"quiet"`); with
+    `executors` (a count of the application's executors, joinlab.spark.executors), a line on stderr
+    when the job has none for a while (ExecutorWatch).
 
     Ctrl-C only sets a flag here, and the loop stops the query: pyspark's own SIGINT handler calls
     into the JVM from inside the call that was interrupted, which ends in py4j tracebacks."""
     watcher = Watcher(job)
     interrupted = threading.Event()
+    watch = ExecutorWatch(executors or (lambda: None), label, lambda text: print(text, file=sys.stderr, flush=True))
 
     def report() -> None:
         for status in watcher.new(query.recentProgress):
@@ -150,6 +190,7 @@ def follow(query, job: types.ModuleType, label: str, shown: str = "line", out=pr
     try:
         while not interrupted.is_set() and not query.awaitTermination(0.5):
             report()
+            watch.check(time.monotonic())
         if interrupted.is_set():
             print(f"{label}: stopping (Ctrl-C)", file=sys.stderr, flush=True)
             query.stop()

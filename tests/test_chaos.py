@@ -7,6 +7,7 @@ test`'s budget; `make soak` is the long run.
 import json
 import os
 import random
+import re
 
 import pytest
 
@@ -199,3 +200,73 @@ def test_money_lookup_service_down_longer_than_the_timeout_then_back(spark, boot
         "\n".join(report.lines())
     print(f"money-enrichment: lookup down -> {reason!r}; {re_emitted(read_topics(bootstrap, money.OUTPUT_TOPICS))} "
           "output records re-emitted")
+
+
+def test_the_spark_worker_killed_mid_stream_the_job_waits_says_so_and_goes_on_once_the_worker_is_back(
+        spark, tmp_path, record_property):
+    """On the native stack (`joinlab lab up`), `joinlab run tweet-views --available-now` runs on the
+    standalone master: 1,200 events, 400 per batch. After two committed batches the Spark worker
+    and its executor (the worker's whole process tree) are SIGKILLed: the job neither fails nor ends, and
+    says on stderr that it has no executor (Spark logs one "Lost executor" line, then waits in
+    silence). `joinlab lab up` starts the missing worker; the master gives the job a new executor,
+    the job finishes (exit 0) and its output verifies. A restart from that checkpoint with new
+    input converges too."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from joinlab.stack import procs
+    from tests.conftest import ROOT
+    from tests.test_lab_stack import joinlab, lab_env, port_of
+    pattern, job = "tweet-views", patterns.job("tweet-views")
+    env = lab_env(tmp_path)
+    began = time.monotonic()
+    up = joinlab(env, "lab", "up", timeout=420)
+    run = log = None
+    try:
+        assert up.returncode == 0, f"lab up failed:\n{up.stdout}\n{up.stderr}"
+        bootstrap = f"127.0.0.1:{port_of(env, 'broker')}"
+        records = events(pattern, 21, 1500)
+        send(bootstrap, records[:1200], progress=False)
+        checkpoint, log_path = tmp_path / "cp", tmp_path / "run.log"
+        log = open(log_path, "wb")
+        run = subprocess.Popen([sys.executable, "-m", "joinlab", "run", pattern, "--available-now",
+                                "--max-offsets-per-trigger", "400", "--checkpoint", str(checkpoint)],
+                               cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        wait_for(lambda: len(committed_batches(checkpoint)) >= 2 or run.poll() is not None, 300,
+                 "two committed batches")
+        assert run.poll() is None, log_path.read_text()[-3000:]
+        worker = json.loads((tmp_path / "lab" / "run" / "spark-worker.json").read_text())["pid"]
+        doomed = procs.tree([worker])
+        assert any("CoarseGrainedExecutorBackend" in open(f"/proc/{pid}/cmdline").read() for pid in doomed), \
+            "the job's executor should run under the worker"
+        killed_after = sorted(committed_batches(checkpoint))
+        for pid in doomed:
+            os.kill(pid, signal.SIGKILL)
+        wait_for(lambda: "no Spark executor has run this job" in log_path.read_text() or run.poll() is not None, 120,
+                 "the job to say it has no executor")
+        assert run.poll() is None, "the job ended without its worker:\n" + log_path.read_text()[-3000:]
+
+        again = joinlab(env, "lab", "up", timeout=420)
+        assert again.returncode == 0 and re.search(r"spark-worker\s+started", again.stdout), again.stdout + again.stderr
+        assert run.wait(timeout=300) == 0, log_path.read_text()[-3000:]
+        text = log_path.read_text()
+        assert "a Spark executor is back" in text and "the job stopped" not in text, text[-3000:]
+        report = verify(pattern, bootstrap)
+        assert report.ok, "\n".join(report.lines())
+        twice = re_emitted(read_topics(bootstrap, job.OUTPUT_TOPICS))
+        finished_after = sorted(committed_batches(checkpoint))
+        assert len(finished_after) > len(killed_after)
+
+        send(bootstrap, records[1200:], progress=False)
+        twice_in_all = finish_and_verify(spark, pattern, bootstrap, checkpoint)
+    finally:
+        if run is not None:
+            kill_group(run)
+            log.close()
+        joinlab(env, "lab", "down", timeout=120)
+    record_property("re_emitted", twice_in_all)
+    print(f"{pattern}: worker killed after batches {killed_after}; the job went on to batch {finished_after[-1]} "
+          f"once `lab up` restarted the worker ({twice} output records re-emitted), and a restart converged "
+          f"({twice_in_all} re-emitted in all); {time.monotonic() - began:.0f} s")

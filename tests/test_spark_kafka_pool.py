@@ -95,3 +95,74 @@ def test_sink_tasks_reuse_one_producer_and_a_failed_task_drops_it(broker):
     assert pooled_producers() and pooled_producers() != [producer]
     values = sorted(r.value for r in read_topics(bootstrap, ["out"]))
     assert {b"a", b"b", b"c", b"e"} <= set(values) and b"x" * 2_000_000 not in values
+
+
+def test_pooled_clients_of_a_stopped_broker_report_it_once_instead_of_flooding_stderr(tmp_path):
+    """A process whose pooled producer and consumer outlive their broker: while they sit idle in the
+    pool they print nothing (librdkafka's default re-bootstrap printed ~20 `%3|...|FAIL|` lines a
+    second per consumer), and when a read uses the consumer again the loss is reported once, in one
+    line naming the broker, and the read fails with its own error."""
+    import subprocess
+    import sys
+
+    from joinlab.broker import EmbeddedBroker
+    from tests.conftest import ROOT
+    with EmbeddedBroker(log_path=tmp_path / "broker.log") as broker:
+        bootstrap = broker.bootstrap_servers
+        create_topics(bootstrap, ["out"])
+        program = subprocess.Popen([sys.executable, "-m", "tests.programs.pooled_clients", bootstrap, "out", "3"],
+                                   cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   text=True)
+        if program.stdout.readline().strip() != "pooled":
+            program.kill()
+            pytest.fail("the program did not get its clients pooled:\n" + "\n".join(program.communicate()))
+    out, err = program.communicate("go\n", timeout=120)
+    assert program.returncode == 0, err
+    assert out.splitlines()[-1] == "read failed: TimeoutError", out
+    lines = err.splitlines()
+    assert [line for line in lines if line.startswith("%")] == [], err
+    reports = [line for line in lines if f"Kafka broker {bootstrap} unreachable" in line]
+    assert len(reports) == 1 and reports[0].startswith("joinlab.kafka.client ERROR: "), err
+    assert len(lines) <= 3, err
+
+
+def test_a_pooled_consumer_idle_between_batches_is_not_made_to_wait_longer_each_time(broker, monkeypatch):
+    """The pool has a client's connections closed after CONNECTION_IDLE_MS idle. librdkafka counts
+    each such close as a failed connection and doubles the delay before the next one, up to 10 s by
+    default: a consumer idle between micro-batches then waited seconds before its next fetch (reads
+    of a few hundred records took 8-9 s; a long soak stalled). The delay it announces after each idle
+    close must stay at the pool's small maximum, however many closes came before."""
+    import logging
+    import re
+
+    from confluent_kafka import TopicPartition
+
+    from joinlab.spark_kafka.fetch import _new_consumer, consumer_config
+    from tests.conftest import wait_for
+    lines = []
+    log = logging.getLogger("tests.kafka.client")
+    log.setLevel(logging.DEBUG)
+    log.propagate = False
+    handler = logging.Handler()
+    handler.emit = lambda record: lines.append(record.getMessage())
+    log.addHandler(handler)
+    monkeypatch.setattr(pool, "_client_log", lambda: log)
+    create_topics(broker, ["in"])
+    produce_batches(options(broker, "in"), [pa.RecordBatch.from_pydict({"value": [b"a"], "partition": [0]})])
+    config = {**consumer_config(options(broker, "in")), "debug": "broker"}
+    closes = lambda: sum("Connection max idle time exceeded" in line and "GroupCoordinator" not in line  # noqa: E731
+                         for line in lines)  # the partition leader's connection
+    try:
+        for _ in range(5):  # each round: a read (it needs a connection again), then an idle close
+            with pool.borrowed("consumer", config, _new_consumer) as consumer:
+                consumer.assign([TopicPartition("in", 0, 0)])
+                wait_for(lambda: [m for m in consumer.consume(1, 0.2) if m.error() is None], 30, "the record")
+                consumer.unassign()
+                before = closes()
+                wait_for(lambda: consumer.poll(0.1) is None and closes() > before, 30, "an idle close")
+    finally:
+        log.removeHandler(handler)
+    delays = [int(ms) for ms in re.findall(r"Delaying next reconnect by (\d+)ms", "\n".join(lines))]
+    assert closes() >= 5, "\n".join(lines[-40:])
+    # (librdkafka announces only a delay it waits out; the jitter adds up to 50%)
+    assert max(delays, default=0) <= 1.5 * pool.RECONNECT["reconnect.backoff.max.ms"], delays

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from joinlab import logs
-from joinlab.status import NO_WATERMARK, Watcher, batch_status
+from joinlab.status import NO_EXECUTOR_S, NO_WATERMARK, ExecutorWatch, Watcher, batch_status
 from tests.conftest import ROOT, kill_group, records_in, wait_for
 
 LOTTERY_PROGRESS = {
@@ -67,6 +67,25 @@ def test_the_watcher_reports_each_executed_batch_once_and_skips_idle_triggers():
     assert [s.batch for s in watcher.new([LOTTERY_PROGRESS, idle])] == [7]
     assert watcher.new([LOTTERY_PROGRESS, idle]) == []
     assert [s.batch for s in watcher.new([LOTTERY_PROGRESS, idle, no_data])] == [8]
+
+
+def test_a_job_without_executors_for_a_while_is_told_once_and_once_more_when_one_is_back():
+    """The Spark worker killed under a running job: Spark logs "Lost executor" once and the batch
+    waits in silence (test_chaos.py runs it for real); the watch says so and says when it goes on."""
+    counts, said = [1, 0, 0, 0, 0, 2, 0], []
+    watch = ExecutorWatch(lambda: counts.pop(0), "tweet-views", said.append)
+    for now in (0, 1, 2, 1 + NO_EXECUTOR_S - 0.5, 1 + NO_EXECUTOR_S, 20, 21):
+        watch.check(now)
+    assert len(said) == 2, said
+    assert said[0].startswith(f"tweet-views: no Spark executor has run this job for {NO_EXECUTOR_S:.0f} s")
+    assert "`joinlab lab up`" in said[0] and "`joinlab lab ps`" in said[0]
+    assert said[1] == "tweet-views: a Spark executor is back (2); the job goes on"
+    local = ExecutorWatch(lambda: None, "tweet-views", said.append)  # local mode: nothing to lose
+    starting = ExecutorWatch(lambda: 0, "tweet-views", said.append)  # none yet: Spark's own warning says it
+    for now in (0, 100):
+        local.check(now)
+        starting.check(now)
+    assert len(said) == 2
 
 
 # --- logs ---------------------------------------------------------------------------------------

@@ -14,22 +14,104 @@ invalidated, never handed out again). The rules here are the same:
   or with records of the failed task still queued, is never reused);
 - clients idle for longer than IDLE_S, and the least recently used beyond MAX_CLIENTS, are closed
   (tests start a broker per test: a client of a broker that is gone must not linger and retry).
+
+Every client made here (pooled or not) also gets QUIET, so a broker that goes away (the end of a
+bench, a restarted lab broker) is reported once, not in a flood of librdkafka `%3|...|FAIL|` lines:
+
+- metadata.recovery.strategy none: with librdkafka's default (rebootstrap) a client that has lost
+  every broker starts a fresh bootstrap connection every ~50 ms (a fresh connection has no reconnect
+  backoff) and logs each failure: about 20 lines a second per idle pooled consumer (its consumer
+  group handle keeps looking for a coordinator), measured. With none it keeps the broker it knows
+  and backs off (RECONNECT); a broker listening at that address again is found.
+- log.connection.close false: no line when a broker closes an idle connection (it is reopened).
+- logger: librdkafka's lines go through Python logging instead of straight to stderr. They are
+  handed over when the client is used (poll, consume, flush), so a client idle in the pool prints
+  nothing; BrokerLoss lets one connection failure per broker through per REPORT_EVERY_S. A read or
+  a write that cannot complete still fails its task with its own error.
 """
 from __future__ import annotations
 
 import atexit
+import logging
 import os
+import re
+import sys
 import threading
 import time
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
 IDLE_S = float(os.environ.get("LAB_KAFKA_CLIENT_IDLE_S", "300"))
-# A pooled client drops its broker connections after this long without traffic (librdkafka
-# reconnects in a few ms when it is used again): an idle worker holds no sockets, so a broker
-# can stop at once (the lab's broker waits for open connections) and a gone one is not retried.
+# A pooled client drops its broker connections after this long without traffic: an idle worker
+# holds no sockets, so a broker can stop at once (the lab's broker waits for open connections).
 CONNECTION_IDLE_MS = 1000
+# librdkafka counts that idle close as a failed connection and delays the next one, doubling the
+# delay each time up to reconnect.backoff.max.ms (10 s by default): a consumer idle for a second
+# between two micro-batches then waited up to 10 s before its next fetch (measured: reads of a few
+# hundred records took 8-9 s, batches a second apart). With these the delay starts again at 10 ms
+# after every idle close (it resets once the last attempt is older than the maximum), and a broker
+# that is gone is tried at most every ~100 ms.
+RECONNECT = {"reconnect.backoff.ms": 10, "reconnect.backoff.max.ms": 100}
 MAX_CLIENTS = 4  # per kind (producer, consumer) and process
+
+REPORT_EVERY_S = 60.0  # one line per lost broker and process in this time
+
+
+class BrokerLoss(logging.Filter):
+    """librdkafka's connection failures (facilities FAIL and ERROR), one per broker address per
+    REPORT_EVERY_S, rewritten as one line that says what it means; other lines pass unchanged."""
+
+    ADDRESS = re.compile(r"(\[[0-9a-fA-F:]+\]|[\w.-]+):(\d+)")
+
+    def __init__(self):
+        super().__init__()
+        self.reported: dict[str, float] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        if text.split(" ", 1)[0] not in ("FAIL", "ERROR"):
+            return True
+        if getattr(_closing, "now", False):  # a client being closed needs no broker any more
+            return False
+        found = self.ADDRESS.search(text.split("]: ", 1)[-1])
+        broker = found.group(0) if found else "(all brokers)"
+        now = time.monotonic()
+        if now - self.reported.get(broker, -REPORT_EVERY_S) < REPORT_EVERY_S:
+            return False
+        self.reported[broker] = now
+        record.msg, record.args = (f"Kafka broker {broker} unreachable: {text.split(']: ', 1)[-1]} "
+                                   f"(the client retries; repeats are not shown for {REPORT_EVERY_S:.0f} s)"), ()
+        return True
+
+
+def _client_log() -> logging.Logger:
+    log = logging.getLogger("joinlab.kafka.client")
+    if not log.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(name)s %(levelname)s: %(message)s"))
+        log.addHandler(handler)
+        log.addFilter(BrokerLoss())
+        log.setLevel(logging.WARNING)  # librdkafka's notices and debug lines stay out
+        log.propagate = False  # once, whatever the host application's logging does
+    return log
+
+
+QUIET = {"metadata.recovery.strategy": "none", "log.connection.close": False}
+_unknown: set[str] = set()  # QUIET properties this librdkafka does not know (an older release)
+
+
+def _new(create: Callable[[dict], object], config: dict) -> object:
+    """`create` with QUIET and the client logger added (not part of the pool's key)."""
+    while True:
+        quiet = {k: v for k, v in QUIET.items() if k not in _unknown}
+        try:
+            return create({**config, **quiet, "logger": _client_log()})
+        except Exception as exc:
+            missing = [k for k in quiet if k in str(exc)]
+            if not missing:
+                raise
+            _unknown.update(missing)
+
 
 _lock = threading.Lock()
 _idle: dict[tuple, tuple[object, float]] = {}  # (kind, config) -> (client, returned at)
@@ -39,11 +121,17 @@ def _key(kind: str, config: dict) -> tuple:
     return (kind, tuple(sorted((k, str(v)) for k, v in config.items())))
 
 
+_closing = threading.local()  # set while this thread closes a client (its last lines are handed over then)
+
+
 def _close(client) -> None:
+    _closing.now = True
     try:
         client.close()
     except Exception:  # closing a client of a broker that is gone must not fail the task
         pass
+    finally:
+        _closing.now = False
 
 
 def _evict(now: float) -> list:
@@ -63,20 +151,20 @@ def borrowed(kind: str, config: dict, create: Callable[[dict], object],
     only if the block ends without an exception and `reusable(client)` holds; else it is closed.
     With `enabled` false (option joinlab.pooling=false: the bench's ablation), one client per task."""
     if not enabled:
-        client = create(config)
+        client = _new(create, config)
         try:
             yield client
         finally:
             _close(client)
         return
-    config = {**config, "connections.max.idle.ms": CONNECTION_IDLE_MS}
+    config = {**config, "connections.max.idle.ms": CONNECTION_IDLE_MS, **RECONNECT}
     key = _key(kind, config)
     with _lock:
         entry = _idle.pop(key, None)
         stale = _evict(time.monotonic())
     for old in stale:
         _close(old)
-    client = entry[0] if entry else create(config)
+    client = entry[0] if entry else _new(create, config)
     try:
         yield client
     except BaseException:
