@@ -87,35 +87,26 @@ class Skew:
 
 # --- Spark ----------------------------------------------------------------------------------
 
-def _json_type(name: str) -> str:
-    """The column holding field `name`'s JSON type in the record (BIGINT, STRING, VOID for null...),
-    NULL when the field is missing."""
-    return f"_json_{name}"
-
-
 def _reason(schema: EventSchema, skew: Skew) -> Column:
-    """The first rule the record breaks, or NULL when it is valid. Typed fields and their JSON types
-    are columns here, computed once per record: a rule refers to them, never repeats them (a plan
-    with every rule spelled out in full took Spark longer to plan than the batch took to run)."""
+    """The first rule the record breaks, or NULL when it is valid (typed fields are columns here)."""
     rules: list[tuple[Column, str]] = [(F.col("_value").isNull() | (F.length("_value") == 0), EMPTY),
                                        (F.col("_v").isNull(), MALFORMED),
-                                       (~F.col("_json").startswith("OBJECT"), NOT_OBJECT)]
+                                       (~F.expr("schema_of_variant(_v)").startswith("OBJECT"), NOT_OBJECT)]
     for name, kind in schema.fields.items():
-        json_type = F.col(_json_type(name))
+        json_type = F.expr(f"schema_of_variant(try_variant_get(_v, '$.{name}', 'variant'))")
         is_missing = json_type.isNull() | (json_type == "VOID")
         if name not in schema.optional:
             rules.append((is_missing, missing(name)))
-        wrong = ~json_type.isin(*_JSON_TYPES[kind]) | F.col(name).isNull()
+        wrong = ~F.split(json_type, r"\(")[0].isin(*_JSON_TYPES[kind]) | F.col(name).isNull()
         rules.append((~is_missing & wrong, invalid(name, kind)))
     for check in schema.checks:
         rules.append((~F.coalesce(F.expr(check.sql), F.lit(False)), check.reason))
     if EVENT_TIME in schema.fields:
         too_late = F.unix_micros(F.col(EVENT_TIME)) > (F.unix_millis(F.col("_produced")) + F.lit(skew.ms)) * 1000
         rules.append((F.coalesce(too_late, F.lit(False)), skew.reason))
-    (condition, reason), *rest = rules
-    result = F.when(condition, F.lit(reason))  # one CASE with a branch per rule: the first that holds
-    for condition, reason in rest:
-        result = result.when(condition, F.lit(reason))
+    result = F.lit(None).cast("string")
+    for condition, reason in reversed(rules):
+        result = F.when(condition, F.lit(reason)).otherwise(result)
     return result
 
 
@@ -142,19 +133,17 @@ def parse_events(raw: DataFrame, schemas: list[EventSchema], dead_letter_topic: 
     per micro-batch (events and dead letters), not once per topic and outcome."""
     types = _field_types(schemas)
     skew = Skew.configured()
-    typed, json_types = [], []
+    typed = []
     for name, kind in types.items():
-        value = F.expr(f"try_variant_get(_v, '$.{name}', '{kind}')")
-        topics = [schema.topic for schema in schemas if name in schema.fields]
-        if len(topics) < len(schemas):  # a field of some topics only is NULL in the others
-            value = F.when(F.col("_topic").isin(*topics), value)
+        value = F.lit(None).cast(kind)
+        for schema in schemas:
+            if name in schema.fields:
+                value = F.when(F.col("_topic") == schema.topic,
+                               F.expr(f"try_variant_get(_v, '$.{name}', '{kind}')")).otherwise(value)
         typed.append(value.alias(name))
-        json_types.append(F.split(F.expr(f"schema_of_variant(try_variant_get(_v, '$.{name}', 'variant'))"),
-                                  r"\(")[0].alias(_json_type(name)))
-    reason = F.when(F.col("_topic") == schemas[0].topic, _reason(schemas[0], skew))
-    for schema in schemas[1:]:
-        reason = reason.when(F.col("_topic") == schema.topic, _reason(schema, skew))
-    reason = reason.otherwise(F.lit(UNEXPECTED_TOPIC))
+    reason = F.lit(UNEXPECTED_TOPIC)
+    for schema in reversed(schemas):
+        reason = F.when(F.col("_topic") == schema.topic, _reason(schema, skew)).otherwise(reason)
     checked = (raw.select(F.col("key").alias("_key"), F.col("value").cast("string").alias("_value"),
                           F.col("value").alias("_raw"), F.col("topic").alias("_topic"),
                           F.col("partition").alias("_partition"), F.col("offset").alias("_offset"),
@@ -162,8 +151,7 @@ def parse_events(raw: DataFrame, schemas: list[EventSchema], dead_letter_topic: 
                           # explode(array(x)) is one row per record, but a barrier: without it Spark
                           # pushes the validity filter below the parse and parses each record once per rule
                           F.explode(F.array(F.expr("try_parse_json(CAST(value AS STRING))"))).alias("_v"))
-               .select("*", F.expr("schema_of_variant(_v)").alias("_json"), *json_types, *typed)
-               .withColumn("_reason", reason))
+               .select("*", *typed).withColumn("_reason", reason))
     events = checked.where(F.col("_reason").isNull()).select(
         F.col("_topic").alias("topic"), *types, F.col("_partition").alias("source_partition"),
         F.col("_offset").alias("source_offset"))
