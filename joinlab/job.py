@@ -20,6 +20,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from joinlab import solutions
 from joinlab.spark import kafka_sink, read_kafka
+from joinlab.state import declared
 
 
 class CheckpointError(RuntimeError):
@@ -55,10 +56,10 @@ def state_variables(checkpoint: str) -> set[str]:
         newest = max(batches, key=lambda f: int(f.name))
         for line in newest.read_text().splitlines()[1:]:  # the first line is the format version
             try:
-                properties = json.loads(json.loads(line).get("operatorPropertiesJson") or "{}")
+                properties = json.loads(line).get("operatorPropertiesJson")
             except ValueError:
                 continue
-            found |= {v["stateName"] for v in properties.get("stateVariables", [])}
+            found |= {v["name"] for v in declared(properties)}
     return found
 
 

@@ -12,7 +12,7 @@ import json
 import pandas as pd
 
 
-def _declared(properties: str | None) -> list[dict]:
+def declared(properties: str | None) -> list[dict]:
     """The state variables in a transformWithState operator's properties JSON ([] otherwise)."""
     try:
         variables = json.loads(properties or "{}").get("stateVariables", [])
@@ -23,7 +23,7 @@ def _declared(properties: str | None) -> list[dict]:
 
 def _state_variables(properties: str | None) -> list[str]:
     """'name (type)' of each state variable in a transformWithState operator's properties JSON."""
-    return [f"{v['name']} ({v['type']})" for v in _declared(properties)]
+    return [f"{v['name']} ({v['type']})" for v in declared(properties)]
 
 
 def _operators(spark, checkpoint: str) -> pd.DataFrame:
@@ -43,7 +43,7 @@ def operator_of(spark, checkpoint: str, var: str) -> int:
     from the sink back, so the last stage is operator 0)."""
     df = _operators(spark, checkpoint)
     found = sorted({int(op) for op, props in zip(df["operatorId"], df["operatorProperties"])
-                    if var in {v["name"] for v in _declared(props)}})
+                    if var in {v["name"] for v in declared(props)}})
     if len(found) != 1:
         raise ValueError(f"state variable {var!r} is declared by {len(found)} operators {found} "
                          f"in {checkpoint}; pass operator_id")
@@ -83,7 +83,7 @@ def describe(spark, checkpoint: str, limit: int = 10, only: list[str] | None = N
     ops = _operators(spark, checkpoint).sort_values("operatorId", ascending=False)  # the first stage first
     for op, name, props, batch in zip(ops["operatorId"], ops["operatorName"], ops["operatorProperties"],
                                       ops["maxBatchId"]):
-        for var in _declared(props):
+        for var in declared(props):
             if var["name"].startswith("$") or (only and var["name"] not in only):
                 continue  # $...: Spark's own (timers), not readable as state variables
             rows = read(spark, checkpoint, var["name"], int(op))
