@@ -166,3 +166,23 @@ def test_a_pooled_consumer_idle_between_batches_is_not_made_to_wait_longer_each_
     assert closes() >= 5, "\n".join(lines[-40:])
     # (librdkafka announces only a delay it waits out; the jitter adds up to 50%)
     assert max(delays, default=0) <= 1.5 * pool.RECONNECT["reconnect.backoff.max.ms"], delays
+
+
+def test_a_range_past_the_partitions_end_fails_naming_the_end_its_fetch_reports(broker):
+    """A range that asks for more than its partition holds (a broker restarted with fewer records
+    than the checkpoint counted) fails with DataLossError naming where the partition now ends.
+    That end comes from the fetch: the embedded broker's ListOffsets under-reports it (the first
+    offset of the last record batch + 1), which once made the message say "ends at offset 1"."""
+    from joinlab.spark_kafka.continuity import DataLossError
+    from joinlab.spark_kafka.fetch import read_task
+    from joinlab.spark_kafka.planning import OffsetRange, ReadTask
+    from joinlab.topics import producer
+    create_topics(broker, ["shrunk"], partitions=1)
+    send = producer(broker)
+    for batch in range(3):  # three record batches: ListOffsets would answer 11
+        for i in range(5):
+            send.send("shrunk", value=b"%d" % (batch * 5 + i), partition=0)
+        send.flush()
+    send.close()
+    with pytest.raises(DataLossError, match=r"checkpointed offset 20, but the partition now ends at offset 15\b"):
+        list(read_task(options(broker, "shrunk"), ReadTask((OffsetRange("shrunk", 0, 0, 20),))))
