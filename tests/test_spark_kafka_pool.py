@@ -186,3 +186,32 @@ def test_a_range_past_the_partitions_end_fails_naming_the_end_its_fetch_reports(
     send.close()
     with pytest.raises(DataLossError, match=r"checkpointed offset 20, but the partition now ends at offset 15\b"):
         list(read_task(options(broker, "shrunk"), ReadTask((OffsetRange("shrunk", 0, 0, 20),))))
+
+
+def test_idle_clients_of_a_broker_that_stopped_are_closed_and_stop_connecting_to_its_port():
+    """An idle pooled client of a broker that is gone reconnected to its address 10-20 times a
+    second until it was closed (5 minutes idle). Another listener that gets that port next (a
+    transformWithState task's state server accepts one connection) then took a Kafka request for
+    its own client's: the state server died and the task waited forever. The pool now closes an
+    idle client once it reports every broker down, and nothing connects to the port after that."""
+    import socket
+
+    from joinlab.broker import EmbeddedBroker
+    from joinlab.spark_kafka.fetch import read_task
+    from joinlab.spark_kafka.planning import OffsetRange, ReadTask
+    from tests.conftest import wait_for
+    with EmbeddedBroker() as broker:
+        bootstrap = broker.bootstrap_servers
+        create_topics(bootstrap, ["in"])
+        produce_batches(options(bootstrap, "in"), [pa.RecordBatch.from_pydict({"value": [b"a"], "partition": [0]})])
+        read = KafkaOptions.parse({"kafka.bootstrap.servers": bootstrap, "subscribe": "in"})
+        assert sum(b.num_rows for b in read_task(read, ReadTask((OffsetRange("in", 0, 0, 1),)))) == 1
+        assert len(pool._idle) == 2, "a producer and a consumer, idle in the pool"
+    wait_for(lambda: not pool._idle, 30, "the pool closing both clients of the stopped broker")
+    with socket.socket() as listener:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", int(bootstrap.rsplit(":", 1)[1])))
+        listener.listen(8)
+        listener.settimeout(1.0)
+        with pytest.raises(socket.timeout):
+            listener.accept()

@@ -12,8 +12,9 @@ invalidated, never handed out again). The rules here are the same:
   only guards the dictionary);
 - a task that fails discards its client instead of returning it (a producer in an error state,
   or with records of the failed task still queued, is never reused);
-- clients idle for longer than IDLE_S, and the least recently used beyond MAX_CLIENTS, are closed
-  (tests start a broker per test: a client of a broker that is gone must not linger and retry).
+- clients idle for longer than IDLE_S, and the least recently used beyond MAX_CLIENTS, are closed,
+  and so is an idle client once it reports every broker down (WATCH_S: such a client reconnects
+  to the address of a broker that is gone many times a second, and tests start a broker per test).
 
 Every client made here (pooled or not) also gets QUIET, so a broker that goes away (the end of a
 bench, a restarted lab broker) is reported once, not in a flood of librdkafka `%3|...|FAIL|` lines:
@@ -53,6 +54,13 @@ CONNECTION_IDLE_MS = 1000
 # that is gone is tried at most every ~100 ms.
 RECONNECT = {"reconnect.backoff.ms": 10, "reconnect.backoff.max.ms": 100}
 MAX_CLIENTS = 4  # per kind (producer, consumer) and process
+# An idle client whose brokers are all gone keeps reconnecting to their address, 10-20 times a
+# second (measured; RECONNECT), until it is closed. The port of a stopped broker is soon handed to
+# another listener on this machine, and a Spark transformWithState task's state server accepts
+# exactly one connection: a stray Kafka request that takes it kills the server on its first bytes
+# (`assertion failed` in serveRequests) and the task waits forever. So idle clients are polled
+# every WATCH_S, and one that reports every broker down is closed at once.
+WATCH_S = 0.25
 
 REPORT_EVERY_S = 60.0  # one line per lost broker and process in this time
 
@@ -100,12 +108,25 @@ QUIET = {"metadata.recovery.strategy": "none", "log.connection.close": False}
 _unknown: set[str] = set()  # QUIET properties this librdkafka does not know (an older release)
 
 
+_down: dict[int, threading.Event] = {}  # id(client) -> set once it reported every broker down
+
+
 def _new(create: Callable[[dict], object], config: dict) -> object:
-    """`create` with QUIET and the client logger added (not part of the pool's key)."""
+    """`create` with QUIET, the client logger and a watch for "all brokers down" (not part of the
+    pool's key)."""
+    down = threading.Event()
+
+    def on_error(error) -> None:
+        from confluent_kafka import KafkaError
+        if error.code() == KafkaError._ALL_BROKERS_DOWN:
+            down.set()
+
     while True:
         quiet = {k: v for k, v in QUIET.items() if k not in _unknown}
         try:
-            return create({**config, **quiet, "logger": _client_log()})
+            client = create({**config, **quiet, "logger": _client_log(), "error_cb": on_error})
+            _down[id(client)] = down
+            return client
         except Exception as exc:
             missing = [k for k in quiet if k in str(exc)]
             if not missing:
@@ -125,18 +146,53 @@ _closing = threading.local()  # set while this thread closes a client (its last 
 
 
 def _close(client) -> None:
-    _closing.now = True
+    closing, _closing.now = getattr(_closing, "now", False), True
     try:
         client.close()
     except Exception:  # closing a client of a broker that is gone must not fail the task
         pass
     finally:
-        _closing.now = False
+        _closing.now = closing
+        _down.pop(id(client), None)
+
+
+def _gone(client) -> bool:
+    down = _down.get(id(client))
+    return down is not None and down.is_set()
+
+
+def _watch() -> None:
+    """Poll the idle clients (that hands their errors over) and close those whose brokers are all
+    down. Their lines are not shown: an idle client needs no broker, and a task that needs one
+    reports the failure itself."""
+    _closing.now = True  # this thread only: BrokerLoss drops the lines of clients it polls
+    while True:
+        time.sleep(WATCH_S)
+        with _lock:  # a client in _idle is borrowed by nobody while the lock is held
+            for client, _ in _idle.values():
+                try:
+                    client.poll(0)
+                except Exception:
+                    _down.setdefault(id(client), threading.Event()).set()
+            gone = [k for k, (client, _) in _idle.items() if _gone(client)]
+            stale = [_idle.pop(k)[0] for k in gone]
+        for client in stale:
+            _close(client)
+
+
+_watcher: list[threading.Thread] = []
+
+
+def _start_watching() -> None:
+    """Once per process, at the first client pooled (never at import: Spark's daemon forks workers)."""
+    if not _watcher or not _watcher[0].is_alive():
+        _watcher[:] = [threading.Thread(target=_watch, name="kafka-pool-watch", daemon=True)]
+        _watcher[0].start()
 
 
 def _evict(now: float) -> list:
     """Entries to close (caller closes them outside the lock): idle too long, or too many."""
-    gone = [k for k, (_, at) in _idle.items() if now - at > IDLE_S]
+    gone = [k for k, (client, at) in _idle.items() if now - at > IDLE_S or _gone(client)]
     by_age = sorted((at, k) for k, (_, at) in _idle.items() if k not in gone)
     for kind in {k[0] for k in _idle}:
         same = [k for _, k in by_age if k[0] == kind]
@@ -176,6 +232,7 @@ def borrowed(kind: str, config: dict, create: Callable[[dict], object],
     with _lock:
         previous = _idle.pop(key, None)
         _idle[key] = (client, time.monotonic())
+        _start_watching()
     if previous is not None:
         _close(previous)
 
