@@ -215,3 +215,24 @@ def test_idle_clients_of_a_broker_that_stopped_are_closed_and_stop_connecting_to
         listener.settimeout(1.0)
         with pytest.raises(socket.timeout):
             listener.accept()
+
+
+def test_the_newest_records_of_a_partition_of_thousands_of_batches_are_read(broker):
+    """The embedded broker lists every stored batch of a partition on each fetch and stops when the
+    fetch's wait has passed, answering offsets it did not reach with nothing (no records, no error).
+    With the lab's 1 ms wait a partition's newest records went unreadable after ~2,000 produce
+    batches: ten minutes of a steady soak, or 3 s of the writes below. A read that gets nothing
+    while the broker reports more asks again with a longer wait."""
+    from joinlab.spark_kafka.fetch import read_task
+    from joinlab.spark_kafka.planning import OffsetRange, ReadTask
+    from joinlab.topics import producer
+    batches = 4000
+    create_topics(broker, ["many"], partitions=1)
+    send = producer(broker, linger_ms=0)
+    for i in range(batches):
+        send.send("many", value=b"%d" % i, partition=0).get(timeout=10)  # one request, one batch
+    send.close()
+    read = KafkaOptions.parse({"kafka.bootstrap.servers": broker, "subscribe": "many",
+                               "kafkaConsumer.pollTimeoutMs": "20000"})
+    out = list(read_task(read, ReadTask((OffsetRange("many", 0, batches - 10, batches),))))
+    assert [v.as_py() for b in out for v in b.column("value")] == [b"%d" % i for i in range(batches - 10, batches)]

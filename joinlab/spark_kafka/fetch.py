@@ -8,6 +8,7 @@ start (records deleted) is, and fails the task unless failOnDataLoss=false.
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Iterator
 
@@ -19,6 +20,26 @@ from joinlab.spark_kafka.options import KafkaOptions
 from joinlab.spark_kafka.planning import OffsetRange, ReadTask
 
 BATCH_ROWS = 8192
+
+# The embedded broker (Tansu's in-memory store) lists every stored batch of a partition on each
+# fetch and stops listing when the fetch's wait has passed: offsets it did not reach get no records
+# and no error, so with the 1 ms wait a partition's tail goes unreadable after ~2,000 produce
+# batches. A read whose broker answers without records for LONGER_WAIT_AFTER_S although it reports
+# more asks again with twice the wait, up to MAX_FETCH_WAIT_MS; this process keeps the longer wait
+# for that broker, so reads stay fast until the broker needs more time.
+LONGER_WAIT_AFTER_S = 0.5
+MAX_FETCH_WAIT_MS = 500  # librdkafka's default
+_fetch_wait_ms: dict[str, int] = {}  # bootstrap servers -> the wait this process learned it needs
+
+
+class _NeedsLongerWait(Exception):
+    def __init__(self, next_offset: int):
+        super().__init__(next_offset)
+        self.next_offset = next_offset
+
+
+def fetch_wait_ms(options: KafkaOptions) -> int:
+    return max(options.fetch_wait_ms, _fetch_wait_ms.get(options.bootstrap_servers, 0))
 
 
 def _arrow_schema(include_headers: bool) -> pa.Schema:
@@ -38,7 +59,7 @@ def consumer_config(options: KafkaOptions) -> dict:
         "enable.auto.offset.store": False,
         "enable.partition.eof": True,
         "auto.offset.reset": "error",  # a start below the log start must surface, not be skipped
-        "fetch.wait.max.ms": options.fetch_wait_ms,  # see options.FETCH_WAIT_MS
+        "fetch.wait.max.ms": fetch_wait_ms(options),  # see options.FETCH_WAIT_MS, LONGER_WAIT_AFTER_S
         "queued.max.messages.kbytes": 65536,
     }
 
@@ -83,12 +104,18 @@ class _Batch:
 def read_task(options: KafkaOptions, task: ReadTask) -> Iterator[pa.RecordBatch]:
     """All records of the task's ranges, in order, with one consumer borrowed from the worker's
     pool (joinlab.spark_kafka.pool): returned unassigned after the task, closed if it failed."""
-    with pool.borrowed("consumer", consumer_config(options), _new_consumer, enabled=options.pooling) as consumer:
-        try:
-            for rng in task.ranges:
-                yield from read_range(options, rng, consumer)
-        finally:
-            consumer.unassign()  # no prefetching between tasks; the next task assigns its own ranges
+    ranges = list(task.ranges)
+    while ranges:
+        with pool.borrowed("consumer", consumer_config(options), _new_consumer, enabled=options.pooling) as consumer:
+            try:
+                while ranges:
+                    yield from read_range(options, ranges[0], consumer)
+                    ranges.pop(0)
+            except _NeedsLongerWait as stalled:  # the rest of the range, with a consumer that waits longer
+                ranges[0] = dataclasses.replace(ranges[0], start=stalled.next_offset)
+                _fetch_wait_ms[options.bootstrap_servers] = min(MAX_FETCH_WAIT_MS, 2 * fetch_wait_ms(options))
+            finally:
+                consumer.unassign()  # no prefetching between tasks; the next task assigns its own ranges
 
 
 def read_range(options: KafkaOptions, rng: OffsetRange, consumer) -> Iterator[pa.RecordBatch]:
@@ -130,11 +157,25 @@ def read_range(options: KafkaOptions, rng: OffsetRange, consumer) -> Iterator[pa
             yield batch.to_arrow(rng.topic, rng.partition)
         if progressed:
             stalled_since = time.monotonic()
+        elif (time.monotonic() - stalled_since > LONGER_WAIT_AFTER_S and next_offset < rng.end
+              and fetch_wait_ms(options) < MAX_FETCH_WAIT_MS and _answered_empty(consumer, rng, next_offset)):
+            if batch.offsets:  # what was read is handed on; the retry starts after it
+                yield batch.to_arrow(rng.topic, rng.partition)
+            raise _NeedsLongerWait(next_offset)
         elif time.monotonic() - stalled_since > options.fetch_timeout_ms / 1000:
             raise TimeoutError(f"reading {rng.topic}-{rng.partition} [{rng.start}, {rng.end}) stalled at "
                                f"offset {next_offset} for {options.fetch_timeout_ms} ms")
     if batch.offsets:
         yield batch.to_arrow(rng.topic, rng.partition)
+
+
+def _answered_empty(consumer, rng: OffsetRange, next_offset: int) -> bool:
+    """The broker answered fetches without records although it says the partition holds more: the
+    high watermark librdkafka took from its answers is past next_offset (-1001 before any answer,
+    so a slow connection or start-up never counts)."""
+    from confluent_kafka import TopicPartition
+    _, high = consumer.get_watermark_offsets(TopicPartition(rng.topic, rng.partition), cached=True)
+    return high > next_offset
 
 
 def _log_shrank(consumer, options: KafkaOptions, rng: OffsetRange) -> bool:
