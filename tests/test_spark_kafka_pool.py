@@ -236,3 +236,22 @@ def test_the_newest_records_of_a_partition_of_thousands_of_batches_are_read(brok
                                "kafkaConsumer.pollTimeoutMs": "20000"})
     out = list(read_task(read, ReadTask((OffsetRange("many", 0, batches - 10, batches),))))
     assert [v.as_py() for b in out for v in b.column("value")] == [b"%d" % i for i in range(batches - 10, batches)]
+
+
+def test_idle_clients_of_a_live_broker_stay_pooled_while_it_watches_them(broker):
+    """The watch closes only clients whose brokers are gone: a producer and a consumer idle beside
+    a running broker (their connections closed after CONNECTION_IDLE_MS) are still the ones the next
+    tasks get."""
+    from joinlab.spark_kafka.fetch import read_task
+    from joinlab.spark_kafka.planning import OffsetRange, ReadTask
+    from tests.conftest import wait_for
+    create_topics(broker, ["in"])
+    produce_batches(options(broker, "in"), [pa.RecordBatch.from_pydict({"value": [b"a"], "partition": [0]})])
+    read = KafkaOptions.parse({"kafka.bootstrap.servers": broker, "subscribe": "in"})
+    assert sum(b.num_rows for b in read_task(read, ReadTask((OffsetRange("in", 0, 0, 1),)))) == 1
+    pooled = {k[0]: c for k, (c, _) in pool._idle.items()}
+    assert sorted(pooled) == ["consumer", "producer"]
+    rounds = pool.watch_rounds
+    wait_for(lambda: pool.watch_rounds >= rounds + (2 * pool.CONNECTION_IDLE_MS / 1000 / pool.WATCH_S), 30,
+             "the watch polling the idle clients past their idle connection close")
+    assert {k[0]: c for k, (c, _) in pool._idle.items()} == pooled

@@ -45,11 +45,17 @@ class _Producer:
     def __init__(self, config: dict):
         from confluent_kafka import Producer
         self.fatal = None
+        self.also = config.get("error_cb")  # the pool's: it closes an idle client whose brokers are gone
         self.client = Producer({**config, "error_cb": self._on_error})
 
     def _on_error(self, err) -> None:
         if err.fatal():
             self.fatal = err
+        if self.also is not None:
+            self.also(err)
+
+    def poll(self, timeout: float) -> int:
+        return self.client.poll(timeout)
 
     def close(self) -> None:
         self.client.purge()  # records a failed task left queued are not sent after it failed
