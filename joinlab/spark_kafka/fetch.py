@@ -169,13 +169,18 @@ def read_range(options: KafkaOptions, rng: OffsetRange, consumer) -> Iterator[pa
         yield batch.to_arrow(rng.topic, rng.partition)
 
 
-def _answered_empty(consumer, rng: OffsetRange, next_offset: int) -> bool:
-    """The broker answered fetches without records although it says the partition holds more: the
-    high watermark librdkafka took from its answers is past next_offset (-1001 before any answer,
-    so a slow connection or start-up never counts)."""
+def _fetched_end(consumer, rng: OffsetRange) -> int:
+    """The partition's end (high watermark) as the broker's last fetch answer gave it, cached by
+    librdkafka; -1001 before any answer. On the embedded broker it is right where ListOffsets
+    under-reports (joinlab.topics)."""
     from confluent_kafka import TopicPartition
-    _, high = consumer.get_watermark_offsets(TopicPartition(rng.topic, rng.partition), cached=True)
-    return high > next_offset
+    return consumer.get_watermark_offsets(TopicPartition(rng.topic, rng.partition), cached=True)[1]
+
+
+def _answered_empty(consumer, rng: OffsetRange, next_offset: int) -> bool:
+    """The broker answered fetches without records although it says the partition holds more (a
+    slow connection or start-up never counts: no answer yet means no end)."""
+    return _fetched_end(consumer, rng) > next_offset
 
 
 def _log_shrank(consumer, options: KafkaOptions, rng: OffsetRange) -> bool:
@@ -183,11 +188,8 @@ def _log_shrank(consumer, options: KafkaOptions, rng: OffsetRange) -> bool:
     their way; but when the broker says the partition now ends before the range (restarted, topic
     recreated), they never come. Fail (default), or True: stop reading this range."""
     from confluent_kafka import TopicPartition
-    tp = TopicPartition(rng.topic, rng.partition)
-    low, listed = consumer.get_watermark_offsets(tp, timeout=10, cached=False)
-    # The end the fetch that hit the end reported, cached by the consumer. The embedded broker's
-    # ListOffsets under-reports the end (joinlab.topics), so the larger of the two is the end.
-    high = max(listed, consumer.get_watermark_offsets(tp, cached=True)[1])
+    low, listed = consumer.get_watermark_offsets(TopicPartition(rng.topic, rng.partition), timeout=10, cached=False)
+    high = max(listed, _fetched_end(consumer, rng))  # ListOffsets may under-report; the fetch's end is right
     if high >= rng.end:
         return False
     if options.fail_on_data_loss:

@@ -178,8 +178,8 @@ def _watch() -> None:
                 except Exception:  # the watch outlives one client's failure; a task using it reports it
                     pass
             gone = [k for k, (client, _) in _idle.items() if _gone(client)]
-            watch_rounds += 1
             stale = [_idle.pop(k)[0] for k in gone]
+            watch_rounds += 1
         for client in stale:
             _close(client)
 
