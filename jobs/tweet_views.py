@@ -7,12 +7,15 @@ jobs/tweet_views_solution.py, or a candidate's exercises/tweet_views.py, through
 from __future__ import annotations
 
 import json
+import os
+from datetime import timedelta
 from types import ModuleType
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from joinlab import solutions
+from joinlab.config import duration_ms
 from joinlab.events import Check, EventSchema, parse_events, parse_time
 
 USERS_TOPIC, TWEETS_TOPIC = "users", "tweets"
@@ -28,6 +31,13 @@ TWEETS = EventSchema(TWEETS_TOPIC, {"tweet_id": "bigint", "user_id": "bigint", "
                                     "version": "bigint", "event_time": "timestamp"}, checks=(_POSITIVE_VERSION,))
 
 # --- The processor's contract ------------------------------------------------------------------
+
+def retention() -> timedelta:
+    """How far (event time) behind the author's newest event an author's tweets are kept, and so
+    still get the author's profile updates: $LAB_TWEET_VIEWS_RETENTION, default 30 days."""
+    return timedelta(milliseconds=duration_ms(os.environ.get("LAB_TWEET_VIEWS_RETENTION", "30 days"),
+                                              "LAB_TWEET_VIEWS_RETENTION"))
+
 
 # One input row shape for both sides, grouped by author: kind is "user" or "tweet".
 SIDE_COLUMNS = ["kind", "user_id", "version", "event_time", "tweet_id", "text", "name", "handle"]

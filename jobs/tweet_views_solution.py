@@ -15,15 +15,14 @@ ProcessingTime time mode; this join runs in time mode None, the processor contra
 """
 from __future__ import annotations
 
-import os
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from typing import Iterator, NamedTuple
 
 from pyspark.sql import Row
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
-from joinlab.config import duration_ms
 from joinlab.named_state import ddl
+from jobs.tweet_views import retention
 
 
 class User(NamedTuple):
@@ -44,11 +43,6 @@ class Author(NamedTuple):
     user: User | None  # None while the author's tweets wait for them
     tweets: list[Tweet]
     newest: datetime  # the newest event time seen for this author: the retention's reference
-
-
-def retention() -> timedelta:
-    return timedelta(milliseconds=duration_ms(os.environ.get("LAB_TWEET_VIEWS_RETENTION", "30 days"),
-                                              "LAB_TWEET_VIEWS_RETENTION"))
 
 
 def utc(moment: datetime) -> datetime:

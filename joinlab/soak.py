@@ -9,6 +9,16 @@ checkpoint's size on disk, memory of this process with its JVM and Python worker
 lag: records on the job's input topics that it has not read yet (the broker's end offsets now
 minus the offsets of the job's last finished batch).
 
+Each 10-s slice is a generator call with its own seed and its event times a day (less a minute)
+after the previous slice's: longer than any pattern's waiting, windows and dedup horizons, so a
+10-minute soak spans 60 days of event time and tweet views' 30-day retention acts in it. The
+last slice is where the generator puts its events and earlier ones before it, so a soak of any
+length stays in the past (events later than the wall clock are dead-lettered). By default
+(`--keys fixed`) the slices share their users, authors, cars, zones and lotteries and bring new
+tweets, sessions, transactions and event ids, with versions and seqs moved past the previous
+slice's: a steady stream over a fixed population, whose state must level off. `--keys new` gives
+every slice new ids of every kind, so state grows with the keys.
+
 Every generator sends the same number of events (whole 10-s slices), and all start together once
 every job has run its first batch; the run then ends the same way every time: all generators have
 sent everything, then the jobs catch up, then each pattern's output is verified against its
@@ -22,6 +32,7 @@ import tempfile
 import threading
 import time
 from contextlib import ExitStack
+from datetime import timedelta
 from pathlib import Path
 
 from joinlab import patterns
@@ -91,9 +102,17 @@ def _state(progress: dict) -> tuple[int, int]:
 
 
 SLICE_S = 10  # one generator call per slice, each with its own seed and later event times
+# Event time between slices: past every horizon (the longest: 15 min), and a minute off a whole day so
+# that no slice lands within a batch's disorder of tweet views' retention (30 days) from another,
+# where the stream and the reference may differ (see references/tweet_views.py).
+SLICE_SHIFT = timedelta(days=1) - timedelta(minutes=1)
+VERSION_STEP = 1_000_000  # versions and seqs of a slice come after every earlier slice's (a slice has fewer)
+# The population (`--keys fixed`): ids of what a pattern keeps per key for good. Every other `*_id`
+# (tweets, sessions, transactions, events) is new in every slice.
+ENTITY_IDS = frozenset({"user_id", "car_id", "zone_id", "to_zone_id", "lottery_id"})
 
 
-def _generate(pattern: str, bootstrap: str, rate: float, slices: int, stop: threading.Event,
+def _generate(pattern: str, bootstrap: str, rate: float, slices: int, fixed: bool, stop: threading.Event,
               errors: list) -> None:
     """Send `slices` slices of the pattern's events at `rate`/s (each slice with its own seed, its
     event times after the previous slice's); a failure goes to `errors` (the soak then fails)."""
@@ -104,36 +123,45 @@ def _generate(pattern: str, bootstrap: str, rate: float, slices: int, stop: thre
                 return
             records = generator.generate(1000 + piece, max(int(rate * SLICE_S), 1), disorder=WITHIN_THE_DELAY,
                                          **EXTRA.get(pattern, {}))
-            send(bootstrap, _shifted(records, piece), rate=rate, progress=False)
+            send(bootstrap, _shifted(records, piece, slices, ENTITY_IDS if fixed else frozenset()), rate=rate,
+                 progress=False)
     except Exception as exc:  # noqa: BLE001 - reported by the main thread, with the pattern
         errors.append(f"{pattern}: {exc!r}")
 
 
-def _shifted(records: list, piece: int) -> list:
-    """Records of slice `piece`, with event times and ids moved past earlier slices' (so a slice
-    is new data, not a replay of the first one): ids are strings or numbers in JSON bodies."""
-    return records if piece == 0 else [_shift(r, piece) for r in records]
+def _shifted(records: list, piece: int, slices: int, keep: frozenset = frozenset()) -> list:
+    """Records of slice `piece` of `slices`, moved past earlier slices' (so a slice is new data, not a
+    replay of the first one): event times by SLICE_SHIFTs, the last slice's not at all; versions and
+    seqs by `piece` VERSION_STEPs; every `*_id` not in `keep` made new in every slice after the
+    first (ids are strings or numbers in JSON bodies)."""
+    return [_shift(r, piece, (piece - slices + 1) * SLICE_SHIFT, keep) for r in records]
 
 
-def _shift(record, piece: int):
-    from datetime import timedelta
+def _new_id(value, piece: int):
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        return value
+    return f"{value}-{piece}" if isinstance(value, str) else value + piece * 10_000_000_000
+
+
+def _shift(record, piece: int, moved: timedelta, keep: frozenset):
     from joinlab.events import parse_time
     try:
         body = json.loads(record.value)
     except ValueError:
-        return record
+        return record  # a malformed record stays as it is: it is dead-lettered either way
     if not isinstance(body, dict):
         return record
+    renamed = {}  # a record's key is one of its ids: it is renamed with it
     for name, value in list(body.items()):
         if name == "event_time" and isinstance(value, str) and parse_time(value):
-            body[name] = (parse_time(value) + timedelta(days=piece)).isoformat().replace("+00:00", "Z")
-        elif name.endswith("_id") and isinstance(value, str):
-            body[name] = f"{value}-{piece}"
-        elif name.endswith("_id") and isinstance(value, int) and not isinstance(value, bool):
-            body[name] = value + piece * 10_000_000_000
-    key = record.key
-    return type(record)(record.topic, key + f"-{piece}".encode() if key else key, json.dumps(body).encode(),
-                        record.kind)
+            body[name] = (parse_time(value) + moved).isoformat().replace("+00:00", "Z")
+        elif name in ("version", "seq") and isinstance(value, int) and not isinstance(value, bool):
+            body[name] = value + piece * VERSION_STEP
+        elif piece and name.endswith("_id") and name not in keep:
+            body[name] = _new_id(value, piece)
+            renamed[str(value).encode()] = str(body[name]).encode()
+    key = renamed.get(record.key, record.key) if record.key else record.key
+    return type(record)(record.topic, key, json.dumps(body).encode(), record.kind)
 
 
 def _first_batch(pattern: str, query, timeout_s: float = 600) -> None:
@@ -160,6 +188,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--minutes", type=float, default=10.0, help="how long the generators send (default 10)")
     p.add_argument("--rate", type=float, default=20.0, help="events per second per pattern (default 20)")
     p.add_argument("--every", type=float, default=30.0, help="seconds between report rows (default 30)")
+    p.add_argument("--keys", choices=["fixed", "new"], default="fixed",
+                   help="fixed (default): every slice over the same users, cars, zones and lotteries, so state "
+                        "levels off; new: new ids of every kind in every slice, so state grows with them")
     p.add_argument("--patterns", nargs="*", default=list(patterns.PATTERNS), choices=list(patterns.PATTERNS))
     args = p.parse_args(argv)
 
@@ -189,10 +220,10 @@ def main(argv: list[str] | None = None) -> int:
             _first_batch(pattern, queries[pattern])  # one at a time: four starting at once strain 2 cores
         consumer = plain_consumer(bootstrap)
         stack.callback(consumer.close)
-        senders = [threading.Thread(target=_generate, args=(pattern, bootstrap, args.rate, slices, stop, errors),
+        senders = [threading.Thread(target=_generate, args=(pattern, bootstrap, args.rate, slices, args.keys == "fixed", stop, errors),
                                     daemon=True) for pattern in args.patterns]
         print(f"soak: {', '.join(args.patterns)} at {args.rate:g} events/s each for {slices * SLICE_S / 60:g} min, "
-              f"{int(args.rate * SLICE_S) * slices} events each (broker {bootstrap}, checkpoints in {home})",
+              f"{int(args.rate * SLICE_S) * slices} events each, {args.keys} keys (broker {bootstrap}, checkpoints in {home})",
               flush=True)
         print(f"{'min':>5} {'pattern':<17} {'state rows':>10} {'RocksDB SST KiB':>15} {'checkpoint KiB':>14} "
               f"{'lag':>7} {'memory MiB':>10}", flush=True)

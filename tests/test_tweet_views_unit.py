@@ -112,3 +112,24 @@ def test_naive_and_aware_times_mix_as_spark_hands_them_over():
     tester = TwsTester(TweetViewsProcessor())
     tester.test(1, [user(1), tweet(10, at=NAIVE)])
     assert views(tester.test(1, [tweet(11, at=T), user(2, at=NAIVE)])) == [(10, 1, 2, "hi", "ann"), (11, 1, 2, "hi", "ann")]
+
+
+def test_with_profile_updates_after_a_tweets_retention_the_processor_and_the_reference_agree(monkeypatch):
+    """`make soak`'s slices (the same authors, a day of event time apart), with a 3-day retention:
+    a tweet's last view carries the last profile within its retention, not the author's latest,
+    in the processor (batch by batch, through TwsTester) and in the batch reference alike."""
+    from generators import tweet_views as generator
+    from joinlab.in_memory import TweetViews
+    from joinlab.soak import ENTITY_IDS, WITHIN_THE_DELAY, _shifted
+    from references import tweet_views as reference
+    monkeypatch.setenv("LAB_TWEET_VIEWS_RETENTION", "3 days")
+    pipeline, records, out, slices = TweetViews(), [], [], 8
+    for piece in range(slices):
+        records += (more := _shifted(generator.generate(1000 + piece, 200, disorder=WITHIN_THE_DELAY), piece, slices,
+                                     ENTITY_IDS))
+        out += pipeline.batch(pipeline.rows(more))
+    want = reference.expected(records)
+    assert pipeline.views(out) == want
+    latest_users, _ = reference.latest(records)
+    held_back = [v for v in want.values() if v["user_version"] < latest_users[v["user_id"]]["version"]]
+    assert 0 < len(held_back) < len(want)  # the slices more than 3 days before the last profile update
