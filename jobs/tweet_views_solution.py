@@ -2,16 +2,21 @@
 version and the latest version of each of the author's tweets (transformWithState, RocksDB).
 
 A new tweet emits a view when the author is known; a newer user version re-emits a view for every
-stored tweet; stale versions are ignored. So the last view of each tweet never depends on the
-order the two topics were read in. The wiring (topics, parsing, keying, sink) is jobs/tweet_views.py.
+stored tweet it reaches; stale versions are ignored. So the last view of each tweet never depends
+on the order the two topics were read in. The wiring (topics, parsing, keying, sink) is
+jobs/tweet_views.py.
 
 Why one value per author: every state call is a round trip to the JVM. The author's state is read
 once per micro-batch and written at most once, however many of their events the batch holds.
 
-State bound: each author keeps the tweets whose event time is within RETENTION of the newest
-event time seen for that author ($LAB_TWEET_VIEWS_RETENTION, default 30 days); an older tweet is
-dropped, and an event older than that when it arrives is ignored. (Spark's state TTL needs the
-ProcessingTime time mode; this join runs in time mode None, the processor contract.)
+Retention ($LAB_TWEET_VIEWS_RETENTION, R, default 30 days): a profile version reaches the tweets
+written at most R before it, so a tweet's last view carries the author's last profile within R
+of the tweet, whatever order the topics are read in and however a backfill cuts them into
+batches. An author keeps the tweets within 2R of the newest event seen for them: the second R is
+room for the two topics to be read up to R apart (a profile update that comes that late still
+reaches its tweets). A tweet more than 2R behind the author's newest event when it arrives is
+ignored. (Spark's state TTL needs the ProcessingTime time mode; this join runs in time mode
+None, the processor contract.)
 """
 from __future__ import annotations
 
@@ -77,28 +82,32 @@ class TweetViewsProcessor(StatefulProcessor):
         user = stored.user if stored else None
         tweets = {t.tweet_id: t for t in stored.tweets} if stored else {}
         newest = utc(stored.newest) if stored else None
-        user_changed, changed = False, set()
+        profiles, changed = {}, set()  # the batch's newer user versions, by version; tweets new or edited
         for row in rows:
             newest = utc(row.event_time) if newest is None else max(newest, utc(row.event_time))
             if row.kind == "user":
-                if user is None or row.version > user.version:
-                    user, user_changed = User(row.version, row.name, row.handle, row.event_time), True
+                if (user is None or row.version > user.version) and row.version not in profiles:
+                    profiles[row.version] = User(row.version, row.name, row.handle, row.event_time)
             else:
                 known = tweets.get(row.tweet_id)
                 if known is None or row.version > known.version:
                     tweets[row.tweet_id] = Tweet(row.tweet_id, row.version, row.text, row.event_time)
                     changed.add(row.tweet_id)
-        horizon = newest - self.retention
-        kept = {t.tweet_id: t for t in tweets.values() if utc(t.event_time) >= horizon}
-        if user_changed or changed or len(kept) < len(tweets) or (stored and newest > utc(stored.newest)):
-            self.author.update(Author(user, list(kept.values()), newest))
-        if user is None:
+        kept = {t.tweet_id: t for t in tweets.values() if utc(t.event_time) >= newest - 2 * self.retention}
+        latest = max(profiles.values(), key=lambda u: u.version) if profiles else user
+        if profiles or changed or len(kept) < len(tweets) or (stored and newest > utc(stored.newest)):
+            self.author.update(Author(latest, list(kept.values()), newest))
+        if latest is None:
             return  # tweets wait in state until their author arrives
-        to_emit = kept.values() if user_changed else [kept[t] for t in changed if t in kept]
-        for tweet in to_emit:
-            yield Row(tweet_id=tweet.tweet_id, tweet_version=tweet.version, text=tweet.text,
-                      tweet_time=tweet.event_time, user_id=key[0], user_version=user.version, name=user.name,
-                      handle=user.handle, user_time=user.event_time)
+        for tweet in kept.values() if profiles else [kept[t] for t in changed if t in kept]:
+            # the last profile within the retention of this tweet, among the stored one and the batch's
+            reach = utc(tweet.event_time) + self.retention
+            mine = [u for u in [user, *profiles.values()] if u is not None and utc(u.event_time) <= reach]
+            best = max(mine, key=lambda u: u.version) if mine else None
+            if best is not None and (tweet.tweet_id in changed or best is not user):
+                yield Row(tweet_id=tweet.tweet_id, tweet_version=tweet.version, text=tweet.text,
+                          tweet_time=tweet.event_time, user_id=key[0], user_version=best.version, name=best.name,
+                          handle=best.handle, user_time=best.event_time)
 
     def close(self) -> None:
         pass

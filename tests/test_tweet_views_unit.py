@@ -97,15 +97,36 @@ def test_the_state_ddl_is_derived_from_the_named_tuples():
                            "newest timestamp")
 
 
-def test_tweets_older_than_the_retention_behind_the_authors_newest_event_are_dropped_and_stay_dropped(monkeypatch):
+def test_a_profile_update_reaches_the_tweets_within_the_retention_before_it_and_state_keeps_twice_that(monkeypatch):
     monkeypatch.setenv("LAB_TWEET_VIEWS_RETENTION", "1 hour")
     tester = TwsTester(TweetViewsProcessor())
     tester.test(1, [user(1), tweet(10), tweet(11, at=T + timedelta(minutes=50))])
-    tester.test(1, [tweet(12, at=T + timedelta(minutes=70))])  # tweet 10 is now 70 min behind
+    tester.test(1, [tweet(12, at=T + timedelta(minutes=130))])  # tweet 10 is now 130 min behind: past 2 h
     assert sorted(t.tweet_id for t in stored(tester).tweets) == [11, 12]
-    assert views(tester.test(1, [user(2, name="anne")])) == [(11, 1, 2, "hi", "anne"), (12, 1, 2, "hi", "anne")]
-    assert tester.test(1, [tweet(10, version=1, text="late")]) == []  # beyond the retention when it arrives
+    # 80 min after tweet 11, beyond its hour: only tweet 12 gets the new profile
+    assert views(tester.test(1, [user(2, name="anne", at=T + timedelta(minutes=130))])) == [(12, 1, 2, "hi", "anne")]
+    assert tester.test(1, [tweet(10, version=1, text="late")]) == []  # more than 2 h behind when it arrives
     assert sorted(t.tweet_id for t in stored(tester).tweets) == [11, 12]
+
+
+def test_a_late_profile_update_still_reaches_a_tweet_the_other_topic_has_read_past(monkeypatch):
+    """The tweets topic is read 90 minutes ahead of the users topic: the update of minute 30 still
+    reaches tweet 10 (minute 0), as it would have had the topics been read together."""
+    monkeypatch.setenv("LAB_TWEET_VIEWS_RETENTION", "1 hour")
+    tester = TwsTester(TweetViewsProcessor())
+    tester.test(1, [user(1), tweet(10)])
+    tester.test(1, [tweet(20, at=T + timedelta(minutes=90))])
+    assert views(tester.test(1, [user(2, name="anne", at=T + timedelta(minutes=30))])) == \
+        [(10, 1, 2, "hi", "anne"), (20, 1, 2, "hi", "anne")]
+
+
+def test_in_one_batch_of_a_backfill_a_tweet_gets_the_last_profile_within_its_retention(monkeypatch):
+    monkeypatch.setenv("LAB_TWEET_VIEWS_RETENTION", "1 hour")
+    tester = TwsTester(TweetViewsProcessor())
+    out = tester.test(1, [user(3, name="c", at=T + timedelta(minutes=110)), tweet(10), user(1),
+                          user(2, name="anne", at=T + timedelta(minutes=59)), tweet(11, at=T + timedelta(minutes=110))])
+    assert views(out) == [(10, 1, 2, "hi", "anne"), (11, 1, 3, "hi", "c")]
+    assert stored(tester).user.version == 3
 
 
 def test_naive_and_aware_times_mix_as_spark_hands_them_over():
