@@ -57,6 +57,9 @@ QUIET_EVENTS = [
           r".*state \S+ doesn't contain a value.*",
           "reading a key's state before it has any is how every new key starts (get() returns None); "
           "Spark warns once per read"),
+    Quiet("org.apache.spark.network.server.TransportChannelHandler", r".*Exception in connection from .*",
+          "a killed or stopped executor or worker dropped its connection (\"Connection reset\", with a stack); "
+          "Spark reports the lost executor in a line of its own"),
     Quiet("org.apache.spark.sql.avro.AvroSerializer", r".*(nullable Avro schema|nullable catalyst schema).*",
           "Avro-encoded state (money enrichment): Spark's own state schemas differ in nullability from "
           "their Avro form, every store, every batch; the lab's state values are all nullable"),
