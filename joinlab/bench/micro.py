@@ -79,6 +79,8 @@ def measure(spark, bootstrap: str, seed: int, work: Path, tiny: int, steady: int
             log(f"step 6 ablation, tiny: {label}")
             out["ablation"].append([label, _ablation_run(spark, tweet_views, per_event, bootstrap, work, change,
                                                          TINY_PER_TRIGGER, timeout_s), None, change])
+    if not steady:  # --steady-events 0: the tiny rows only; steady columns print "-"
+        return out
     for pattern in patterns.PATTERNS:
         send(bootstrap, rest[pattern], progress=False)
     for pattern in patterns.PATTERNS:

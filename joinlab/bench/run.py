@@ -71,7 +71,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--tiny-events", type=int, default=1000,
                         help="events per pattern read 100 per trigger, for the per-batch floor (default 1000)")
     parser.add_argument("--steady-events", type=int, default=60000,
-                        help="events per pattern read 20,000 per trigger, for the steady rate (default 60000)")
+                        help="events per pattern read 20,000 per trigger, for the steady rate (default 60000; 0: no steady runs)")
     parser.add_argument("--no-ablation", action="store_true", help="skip the ablation table (saves minutes)")
     parser.add_argument("--micro-only", action="store_true", help="run step 6 (micro-batches) alone")
     parser.add_argument("--latency-trigger", default="100 milliseconds",
