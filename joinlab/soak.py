@@ -9,9 +9,10 @@ checkpoint's size on disk, memory of this process with its JVM and Python worker
 lag: records on the job's input topics that it has not read yet (the broker's end offsets now
 minus the offsets of the job's last finished batch).
 
-Each 10-s slice is a generator call with its own seed and its event times a day (less a minute)
-after the previous slice's: longer than any pattern's waiting, windows and dedup horizons, so a
-10-minute soak spans 60 days of event time and tweet views' 30-day retention acts in it. The
+Each 10-s slice is a generator call with its own seed and its event times two days (less a
+minute) after the previous slice's: longer than any pattern's waiting, windows and dedup
+horizons, and a 10-minute soak spans 120 days of event time, so tweet views' state bound (tweets
+within twice its 30-day retention) is reached after 5 minutes. The
 last slice is where the generator puts its events and earlier ones before it, so a soak of any
 length stays in the past (events later than the wall clock are dead-lettered). By default
 (`--keys fixed`) the slices share their users, authors, cars, zones and lotteries and bring new
@@ -102,10 +103,9 @@ def _state(progress: dict) -> tuple[int, int]:
 
 
 SLICE_S = 10  # one generator call per slice, each with its own seed and later event times
-# Event time between slices: past every horizon (the longest: 15 min), and a minute off a whole day so
-# that no slice lands within a batch's disorder of tweet views' retention (30 days) from another,
-# where the stream and the reference may differ (see references/tweet_views.py).
-SLICE_SHIFT = timedelta(days=1) - timedelta(minutes=1)
+# Event time between slices: past every horizon (the longest: 15 min), and a minute off whole days so
+# that no slice lands exactly tweet views' retention (30 days) or its state bound (60) from another.
+SLICE_SHIFT = timedelta(days=2) - timedelta(minutes=1)
 VERSION_STEP = 1_000_000  # versions and seqs of a slice come after every earlier slice's (a slice has fewer)
 # The population (`--keys fixed`): ids of what a pattern keeps per key for good. Every other `*_id`
 # (tweets, sessions, transactions, events) is new in every slice.
