@@ -93,17 +93,20 @@ class TweetViewsProcessor(StatefulProcessor):
                 if known is None or row.version > known.version:
                     tweets[row.tweet_id] = Tweet(row.tweet_id, row.version, row.text, row.event_time)
                     changed.add(row.tweet_id)
-        kept = {t.tweet_id: t for t in tweets.values() if utc(t.event_time) >= newest - 2 * self.retention}
+        written = {t.tweet_id: utc(t.event_time) for t in tweets.values()}
+        kept = {t.tweet_id: t for t in tweets.values() if written[t.tweet_id] >= newest - 2 * self.retention}
         latest = max(profiles.values(), key=lambda u: u.version) if profiles else user
         if profiles or changed or len(kept) < len(tweets) or (stored and newest > utc(stored.newest)):
             self.author.update(Author(latest, list(kept.values()), newest))
         if latest is None:
             return  # tweets wait in state until their author arrives
+        # a tweet's view carries the last profile within the retention of the tweet, among the stored
+        # one and the batch's: newest version first, so the first one within reach is the one
+        profiles_by_version = sorted(((utc(u.event_time), u) for u in [user, *profiles.values()] if u is not None),
+                                     key=lambda p: -p[1].version)
         for tweet in kept.values() if profiles else [kept[t] for t in changed if t in kept]:
-            # the last profile within the retention of this tweet, among the stored one and the batch's
-            reach = utc(tweet.event_time) + self.retention
-            mine = [u for u in [user, *profiles.values()] if u is not None and utc(u.event_time) <= reach]
-            best = max(mine, key=lambda u: u.version) if mine else None
+            reach = written[tweet.tweet_id] + self.retention
+            best = next((u for at, u in profiles_by_version if at <= reach), None)
             if best is not None and (tweet.tweet_id in changed or best is not user):
                 yield Row(tweet_id=tweet.tweet_id, tweet_version=tweet.version, text=tweet.text,
                           tweet_time=tweet.event_time, user_id=key[0], user_version=best.version, name=best.name,
