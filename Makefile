@@ -45,7 +45,7 @@ soak: $(STAMP) check-java ## Every pattern at SOAK_RATE events/s for SOAK_MINUTE
 	$(PY) -m joinlab.soak --minutes $(SOAK_MINUTES) --rate $(SOAK_RATE) $(ARGS)
 
 bench: $(STAMP) check-java ## Print the benchmark table (client, Spark source, job, plain Python, latency)
-	$(LAB) bench
+	$(LAB) bench $(ARGS)
 
 interview: $(STAMP) ## Prepare a candidate workspace for PATTERN in workspace/PATTERN (no solution in it) and say what next
 	$(LAB) interview pack $(PATTERN) $(ARGS)
