@@ -12,9 +12,9 @@ minus the offsets of the job's last finished batch).
 Each 10-s slice is a generator call with its own seed and its event times two days (less a
 minute) after the previous slice's: longer than any pattern's waiting, windows and dedup
 horizons, and a 10-minute soak spans 120 days of event time, so tweet views' state bound (tweets
-within twice its 30-day retention) is reached after 5 minutes. The
-last slice is where the generator puts its events and earlier ones before it, so a soak of any
-length stays in the past (events later than the wall clock are dead-lettered). By default
+within twice its 30-day retention) is reached after 5 minutes. The last slice is where the
+generator puts its events and earlier ones before it, so a soak of any length stays in the past
+(events later than the wall clock are dead-lettered). By default
 (`--keys fixed`) the slices share their users, authors, cars, zones and lotteries and bring new
 tweets, sessions, transactions and event ids, with versions and seqs moved past the previous
 slice's: a steady stream over a fixed population, whose state must level off. `--keys new` gives
@@ -220,7 +220,8 @@ def main(argv: list[str] | None = None) -> int:
             _first_batch(pattern, queries[pattern])  # one at a time: four starting at once strain 2 cores
         consumer = plain_consumer(bootstrap)
         stack.callback(consumer.close)
-        senders = [threading.Thread(target=_generate, args=(pattern, bootstrap, args.rate, slices, args.keys == "fixed", stop, errors),
+        fixed = args.keys == "fixed"
+        senders = [threading.Thread(target=_generate, args=(pattern, bootstrap, args.rate, slices, fixed, stop, errors),
                                     daemon=True) for pattern in args.patterns]
         print(f"soak: {', '.join(args.patterns)} at {args.rate:g} events/s each for {slices * SLICE_S / 60:g} min, "
               f"{int(args.rate * SLICE_S) * slices} events each, {args.keys} keys (broker {bootstrap}, checkpoints in {home})",
