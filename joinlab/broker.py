@@ -160,6 +160,11 @@ class EmbeddedBroker:
         assert self.info, "broker not started"
         return self.info.bootstrap_servers
 
+    @property
+    def pid(self) -> int:
+        assert self.info, "broker not started"
+        return self.info.pid
+
     def __exit__(self, *exc) -> None:
         stop_process(self._proc.pid)
         self._proc.wait(timeout=10)

@@ -5,9 +5,10 @@
 One embedded broker, one Spark session with the four jobs running side by side (as `make up`
 runs them), one generator thread per pattern sending at `--rate` events/s. Every `--every`
 seconds a row per pattern: state rows, RocksDB SST size (the state store's own metric), the
-checkpoint's size on disk, memory of this process with its JVM and Python workers, and the
-lag: records on the job's input topics that it has not read yet (the broker's end offsets now
-minus the offsets of the job's last finished batch).
+checkpoint's size on disk, the lag (records on the job's input topics that it has not read yet:
+the broker's end offsets now minus the offsets of the job's last finished batch), and the
+resident memory of the JVM, of the Python processes (this one, the workers, the data-source
+runners) and of the embedded broker, each apart.
 
 Each 10-s slice is a generator call with its own seed and its event times two days (less a
 minute) after the previous slice's: longer than any pattern's waiting, windows and dedup
@@ -35,6 +36,7 @@ import time
 from contextlib import ExitStack
 from datetime import timedelta
 from pathlib import Path
+from typing import NamedTuple
 
 from joinlab import patterns
 from joinlab.generate import Disorder, send
@@ -47,17 +49,32 @@ def _size(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) if path.exists() else 0
 
 
-def _memory_mib() -> float:
-    """Resident memory of this process and all its children (the JVM, Python workers)."""
+class Memory(NamedTuple):
+    """Resident memory (MiB) of the soak's processes, by kind. Apart because they answer different
+    questions: the JVM and the Python processes (this one, the workers, the data-source runners) must
+    level off under a steady stream; the embedded broker keeps every record in memory (no
+    retention), so it grows with what was sent."""
+    jvm: float
+    python: float
+    broker: float
+
+
+def memory(broker_pid: int) -> Memory:
     import psutil
     me = psutil.Process()
-    total = 0
+    jvm = python = broker = 0
     for proc in [me, *me.children(recursive=True)]:
         try:
-            total += proc.memory_info().rss
+            rss, name = proc.memory_info().rss, proc.name()
         except psutil.Error:
-            pass
-    return total / 2**20
+            continue
+        if proc.pid == broker_pid:
+            broker += rss
+        elif name == "java":
+            jvm += rss
+        else:
+            python += rss
+    return Memory(jvm / 2**20, python / 2**20, broker / 2**20)
 
 
 def _offsets(value) -> dict:
@@ -227,11 +244,11 @@ def main(argv: list[str] | None = None) -> int:
               f"{int(args.rate * SLICE_S) * slices} events each, {args.keys} keys (broker {bootstrap}, checkpoints in {home})",
               flush=True)
         print(f"{'min':>5} {'pattern':<17} {'state rows':>10} {'RocksDB SST KiB':>15} {'checkpoint KiB':>14} "
-              f"{'lag':>7} {'memory MiB':>10}", flush=True)
+              f"{'lag':>7} {'JVM MiB':>7} {'Python MiB':>10} {'broker MiB':>10}", flush=True)
         started = time.monotonic()
 
         def rows() -> None:
-            memory = _memory_mib()
+            mib = memory(broker.pid)
             for pattern, query in queries.items():
                 if query.exception():
                     raise SystemExit(f"soak: {pattern} failed: {runner.failure(query.exception())}")
@@ -240,7 +257,8 @@ def main(argv: list[str] | None = None) -> int:
                 state_rows, sst = _state(progress or {})
                 behind = lag(read_to(progress), _ends(consumer, inputs[pattern]))
                 print(f"{(time.monotonic() - started) / 60:5.1f} {pattern:<17} {state_rows:>10} {sst / 1024:>15.0f} "
-                      f"{_size(home / pattern) / 1024:>14.0f} {behind:>7} {memory:>10.0f}", flush=True)
+                      f"{_size(home / pattern) / 1024:>14.0f} {behind:>7} {mib.jvm:>7.0f} {mib.python:>10.0f} "
+                      f"{mib.broker:>10.0f}", flush=True)
 
         for sender in senders:
             sender.start()

@@ -85,3 +85,23 @@ def test_with_new_keys_a_later_slice_shares_no_id_and_a_malformed_record_is_left
     assert not {k for k, _ in _bodies(first)} & {k for k, _ in _bodies(second)}
     broken = [r for r in first if r.kind != "event" and r.kind != "duplicate"]
     assert broken and all(r in second for r in broken)
+
+
+def test_memory_counts_the_broker_apart_from_the_jvm_and_the_python_processes():
+    """The JVM and Python processes must level off, the in-memory broker grows with what was sent:
+    a child holding 200 MiB, standing in for the broker, is counted in its column alone."""
+    import subprocess
+    import sys
+
+    from joinlab.soak import memory
+
+    hold = "b = bytearray(200 * 2**20); b[::4096] = b'x' * len(b[::4096]); print('ready', flush=True); input()"
+    child = subprocess.Popen([sys.executable, "-c", hold], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        apart = memory(child.pid)
+        together = memory(-1)  # the same processes with nothing set apart: the child is a Python one
+    finally:
+        child.communicate("")
+    assert apart.broker >= 200 and together.broker == 0
+    assert apart.python < together.python - 190
