@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import time
 from pathlib import Path
 from types import ModuleType
 
@@ -118,6 +119,22 @@ def quiet_failures(spark: SparkSession) -> None:
     for logger in ("org.apache.spark.sql.execution.streaming.runtime.MicroBatchExecution",
                    "org.apache.spark.sql.execution.streaming.MicroBatchExecution"):
         log4j.core.config.Configurator.setLevel(logger, log4j.Level.OFF)
+
+
+def stop_between_batches(query: StreamingQuery, timeout_s: float = 10.0) -> None:
+    """Stop `query` once the batch it is running (if any) has ended, or after `timeout_s`.
+    A stop in the middle of a batch cancels its tasks: Spark logs each cancelled write's abort with
+    a stack (about 40 lines for one batch), and the batch runs again on the next start."""
+    deadline = time.monotonic() + timeout_s
+    status = query.status
+    if status["isTriggerActive"]:
+        running = query.lastProgress["batchId"] if query.lastProgress else None
+        while query.isActive and time.monotonic() < deadline:
+            last = query.lastProgress
+            if not query.status["isTriggerActive"] or (last and last["batchId"] != running):
+                break
+            time.sleep(0.05)
+    query.stop()
 
 
 def input_rows(query: StreamingQuery) -> int:

@@ -192,8 +192,9 @@ def follow(query, job: types.ModuleType, label: str, shown: str = "line", out=pr
             report()
             watch.check(time.monotonic())
         if interrupted.is_set():
-            print(f"{label}: stopping (Ctrl-C)", file=sys.stderr, flush=True)
-            query.stop()
+            from joinlab.job import stop_between_batches
+            print(f"{label}: stopping after the running batch (Ctrl-C)", file=sys.stderr, flush=True)
+            stop_between_batches(query)
     finally:
         if in_main:
             signal.signal(signal.SIGINT, previous)

@@ -16,7 +16,7 @@ import pytest
 
 from joinlab import logs
 from joinlab.status import NO_EXECUTOR_S, NO_WATERMARK, ExecutorWatch, Watcher, batch_status
-from tests.conftest import ROOT, kill_group, records_in, wait_for
+from tests.conftest import ROOT, committed_batches, kill_group, records_in, wait_for
 
 LOTTERY_PROGRESS = {
     "id": "q", "runId": "r", "name": "lottery", "timestamp": "2026-11-22T10:00:02.000Z", "batchId": 7,
@@ -193,8 +193,42 @@ def test_joinlab_run_prints_a_line_per_batch_that_matches_the_topics_and_the_ui_
         assert batches[-1]["state_rows"] and batches[-1]["state_rows"][0] > 0
         assert batches[-1]["watermark"] is None  # tweet views keeps every user and tweet: no watermark
         shown = err.read_text()
-        assert "Traceback" not in shown and "tweet-views: stopping (Ctrl-C)" in shown, shown[-3000:]
+        assert "Traceback" not in shown and "tweet-views: stopping after the running batch (Ctrl-C)" in shown, shown[-3000:]
         for noise in ("incubator modules", "NativeCodeLoader", "Disabling AQE", "adaptive.enabled", "could not bind",
                       "Failed to cancel job group", "doesn't contain a value",
                       "TransformWithStateInPandas Python worker", "log4j profile"):
             assert noise not in shown, f"{noise!r} should be quiet:\n{shown[-3000:]}"
+
+
+@pytest.mark.spark
+def test_a_stop_waits_for_the_running_batch_so_none_is_left_half_done(spark, tmp_path):
+    """Ctrl-C in `joinlab run`, a notebook's lab.stop() and the bench stop a query between batches:
+    caught while a batch runs (its offsets logged, its commit not yet), the stop lets it commit, so
+    no batch's tasks are cancelled (each cancelled write logs its abort with a stack) and none is
+    run again on restart. Batches here are spaced by their trigger, so there is a gap to stop in."""
+    from jobs import tweet_views
+    from joinlab import job as runner
+    from joinlab.broker import EmbeddedBroker
+    from joinlab.generate import send
+    from joinlab.topics import create_topics
+    from generators.tweet_views import generate as tweet_views_events
+
+    checkpoint = tmp_path / "cp"
+
+    def planned() -> set[int]:
+        return {int(p.name) for p in (checkpoint / "offsets").glob("[0-9]*")}
+
+    with EmbeddedBroker(log_path=tmp_path / "broker.log") as broker:
+        bootstrap = broker.bootstrap_servers
+        create_topics(bootstrap, tweet_views.INPUT_TOPICS + tweet_views.OUTPUT_TOPICS)
+        send(bootstrap, tweet_views_events(5, 300), progress=False)
+        query = runner.start(spark, tweet_views, bootstrap, str(checkpoint), max_offsets_per_trigger=150,
+                             trigger_interval="3 seconds")
+        try:
+            wait_for(lambda: planned() - committed_batches(checkpoint), 240, "a batch planned and not yet committed",
+                     interval_s=0.02)
+            runner.stop_between_batches(query, timeout_s=60)
+        finally:
+            query.stop()
+        assert not query.isActive
+        assert planned() == committed_batches(checkpoint), "a batch was stopped half done"

@@ -16,6 +16,7 @@ from joinlab.bench.offsets import offsets_json, read_ranges
 from joinlab.bench.step import BenchError, Deadline, log
 from joinlab.bench.table import Measurement
 from joinlab.generate import Disorder, Record, send
+from joinlab.job import stop_between_batches
 from joinlab.topics import plain_consumer
 
 
@@ -171,7 +172,7 @@ def end_to_end_latency(spark, bootstrap: str, checkpoint: Path, seed: int, rate:
         durations = sorted(p["durationMs"]["triggerExecution"] for p in query.recentProgress[batches_before:]
                            if p.get("numInputRows"))
     finally:
-        query.stop()
+        stop_between_batches(query)
     latencies, by_newer = matcher.latencies()
     if not latencies:
         raise BenchError(f"step 5: no view of the {len(matcher.sent)} sent tweets arrived{incomplete}")

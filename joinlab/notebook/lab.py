@@ -249,7 +249,8 @@ class Lab:
         if self.feed:
             self.feed.stop()
         if self.query is not None and self.query.isActive:
-            self.query.stop()
+            from joinlab.job import stop_between_batches
+            stop_between_batches(self.query)
         if self.services is not None:
             self.services.__exit__(None, None, None)
             self.services = None
