@@ -137,11 +137,6 @@ def stop_between_batches(query: StreamingQuery, timeout_s: float = 10.0) -> None
     query.stop()
 
 
-def input_rows(query: StreamingQuery) -> int:
-    """Rows read so far by this run of the query (from its recent progress)."""
-    return sum(p.get("numInputRows", 0) for p in query.recentProgress)
-
-
 def services(job: ModuleType, bootstrap: str):
     """The services `job` calls, started (or found) for as long as the `with` block runs."""
     return job.services(bootstrap) if hasattr(job, "services") else contextlib.nullcontext()

@@ -1,0 +1,24 @@
+"""The benchmark's arithmetic: pure logic over progress reports shaped as Spark writes them."""
+import json
+
+from joinlab.bench.batches import stats_of
+
+
+def _progress(batch: int, start: dict | None, end: dict, ms: int) -> dict:
+    read = sum(o - (start or {}).get(t, {}).get(p, 0) for t, parts in end.items() for p, o in parts.items())
+    return {"batchId": batch, "numInputRows": 2 * read,  # a source scanned twice (events, dead letters)
+            "durationMs": {"triggerExecution": ms, "addBatch": ms - 100},
+            "sources": [{"startOffset": json.dumps(start) if start else None,
+                         "endOffset": json.dumps({"@cluster": "c", **end})}]}
+
+
+def test_the_steady_rate_counts_the_records_read_not_spark_s_rows_per_scan():
+    progress = [_progress(0, None, {"users": {"0": 50}, "tweets": {"0": 50}}, 5000),  # start-up, apart
+                _progress(1, {"users": {"0": 50}, "tweets": {"0": 50}}, {"users": {"0": 550}, "tweets": {"0": 1050}}, 1000),
+                {"batchId": 2, "numInputRows": 0, "durationMs": {"triggerExecution": 3}, "sources": []},  # idle
+                _progress(3, {"users": {"0": 550}, "tweets": {"0": 1050}}, {"users": {"0": 1050}, "tweets": {"0": 2050}}, 500)]
+    stats = stats_of("job", progress, wall_s=7.0)
+    assert stats.first_ms == 5000
+    assert stats.rows == [1500, 1500]
+    assert stats.rate == 3000 / 1.5
+    assert stats.median_ms == 750
