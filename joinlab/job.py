@@ -125,10 +125,9 @@ def stop_between_batches(query: StreamingQuery, timeout_s: float = 10.0) -> None
     """Stop `query` once the batch it is running (if any) has ended, or after `timeout_s`.
     A stop in the middle of a batch cancels its tasks: Spark logs each cancelled write's abort with
     a stack (about 40 lines for one batch), and the batch runs again on the next start."""
-    deadline = time.monotonic() + timeout_s
-    status = query.status
-    if status["isTriggerActive"]:
+    if query.status["isTriggerActive"]:
         running = query.lastProgress["batchId"] if query.lastProgress else None
+        deadline = time.monotonic() + timeout_s
         while query.isActive and time.monotonic() < deadline:
             last = query.lastProgress
             if not query.status["isTriggerActive"] or (last and last["batchId"] != running):
