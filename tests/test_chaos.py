@@ -158,6 +158,28 @@ def test_an_unwritable_checkpoint_directory_is_a_clear_error_and_leaves_no_corru
     assert finish_and_verify(spark, pattern, bootstrap, checkpoint) == 0
 
 
+def test_a_checkpoint_file_is_never_overwritten_so_a_second_run_on_one_checkpoint_is_refused(spark, tmp_path):
+    """The lab writes checkpoint files through Hadoop's FileSystem API (joinlab.spark, for speed).
+    A file that exists already (the same batch's offsets, written by another run on the same
+    checkpoint) must still be refused, never replaced: that is how Spark stops a second run."""
+    from joinlab.spark import CHECKPOINT_FILES_CONF
+    jvm = spark._jvm
+    managers = getattr(getattr(jvm.org.apache.spark.sql.execution.streaming.checkpointing, "CheckpointFileManager$"),
+                       "MODULE$")
+    manager = managers.create(jvm.org.apache.hadoop.fs.Path(str(tmp_path)),
+                              spark._jsparkSession.sessionState().newHadoopConf())
+    assert manager.getClass().getName() == next(iter(CHECKPOINT_FILES_CONF.values()))
+    offsets = jvm.org.apache.hadoop.fs.Path(str(tmp_path / "0"))
+    first = manager.createAtomic(offsets, False)
+    first.write(1)
+    first.close()
+    second = manager.createAtomic(offsets, False)
+    second.write(2)
+    with pytest.raises(Exception, match="FAILED_RENAME_PATH"):
+        second.close()
+    assert (tmp_path / "0").read_bytes() == bytes([1])
+
+
 def test_money_lookup_service_down_longer_than_the_timeout_then_back(spark, bootstrap, tmp_path, monkeypatch):
     """While the session lookup service is down, a transaction that needs a lookup is dead-lettered
     with the reason once the timeout passes; a transaction joined from state is not affected; once

@@ -125,16 +125,17 @@ def test_each_kind_of_bad_record_is_dead_lettered_with_its_reason_and_valid_reco
 def test_a_checkpoint_of_the_previous_settings_resumes_and_one_of_the_previous_state_layout_is_refused(
         spark, bootstrap, tmp_path):
     """A checkpoint started with the settings before the speed changes (four shuffle partitions,
-    no changelog checkpointing) resumes under the current ones and keeps its four partitions. One
+    no changelog checkpointing, files written through FileContext) resumes under the current ones and keeps its four partitions. One
     whose state has the per-event layout ("user" + "tweets", which Spark would restart without a
     word while the processor reads "author") is refused, with the command that starts again."""
     from joinlab import job as runner
     from joinlab.bench import per_event
-    from joinlab.spark import STATE_STORE_CONF
+    from joinlab.spark import CHECKPOINT_FILES, FILE_CONTEXT_FILES, STATE_STORE_CONF
     setup_topics(bootstrap)
     records = generate(12, 2000, **DISORDERS["tweets-first"])
     send(bootstrap, records[:1200], progress=False)
-    old = {"spark.sql.shuffle.partitions": "4", **{key: "false" for key in STATE_STORE_CONF}}
+    old = {"spark.sql.shuffle.partitions": "4", **{key: "false" for key in STATE_STORE_CONF},
+           CHECKPOINT_FILES: FILE_CONTEXT_FILES}
     saved = {key: spark.conf.get(key) for key in old}
     try:
         for key, value in old.items():

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from joinlab.bench.batches import BatchStats, PHASES, run_job, run_pipeline, stage_pipelines
 from joinlab.bench.step import log
-from joinlab.spark import STATE_STORE_CONF
+from joinlab.spark import CHECKPOINT_FILES, FILE_CONTEXT_FILES, STATE_STORE_CONF
 
 TINY_PER_TRIGGER, STEADY_PER_TRIGGER = 100, 20_000
 (CHANGELOG,) = list(STATE_STORE_CONF)
@@ -36,6 +36,8 @@ CHANGES = [
            steady=False),
     Change("tweet views: state per key, not per event", {}, {}, per_event=True),
     Change("RocksDB changelog checkpointing", {}, {CHANGELOG: "false"}),
+    Change("checkpoint files through FileSystem, not FileContext", {}, {CHECKPOINT_FILES: FILE_CONTEXT_FILES},
+           steady=False),
     Change("shuffle partitions = cores (vs 4)", {}, {"spark.sql.shuffle.partitions": "4"}),
 ]
 
