@@ -203,18 +203,6 @@ def sigkill_when(pattern: str, bootstrap: str, checkpoint, tmp_path, condition, 
     assert process.returncode == -signal.SIGKILL, log_path.read_text()[-3000:]
 
 
-def sigkill_at_first_output(pattern: str, bootstrap: str, checkpoint, tmp_path, output_topics: list[str],
-                            env: dict | None = None) -> set[int]:
-    """Run `joinlab run PATTERN` in its own process, SIGKILL it as soon as its first record reaches
-    `output_topics` (mid-stream: its batch may be written in part), and return the batches it had
-    committed (at least one: otherwise there would be no state to resume)."""
-    sigkill_when(pattern, bootstrap, checkpoint, tmp_path, lambda: records_in(bootstrap, output_topics) > 0,
-                 f"the first records on {', '.join(output_topics)}", env)
-    committed = committed_batches(checkpoint)
-    assert committed, "killed before the first batch committed: nothing in the state store yet"
-    return committed
-
-
 def re_emitted(records) -> int:
     """Output records that repeat an earlier one exactly (topic, key, value): what an
     at-least-once sink wrote again when a batch was retried after a failure."""

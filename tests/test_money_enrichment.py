@@ -17,7 +17,7 @@ from joinlab.spark_rows import read_records
 from joinlab.topics import create_topics, read_topics
 from joinlab.verify import verify
 from references import money_enrichment as reference
-from tests.conftest import committed_batches, run_job_to_end, sigkill_at_first_output, wait_for
+from tests.conftest import run_job_to_end, wait_for
 
 pytestmark = pytest.mark.spark
 
@@ -124,38 +124,6 @@ def test_live_and_backfill_end_with_the_same_records_and_both_equal_the_referenc
     assert len(letters) == 2 * malformed  # each run dead-letters them once
     report = verify("money-enrichment", bootstrap)
     assert report.ok, "\n".join(report.lines())
-
-
-def test_after_a_sigkill_and_a_restart_every_tx_id_ends_as_the_reference_says(spark, bootstrap, tmp_path,
-                                                                             monkeypatch):
-    """`joinlab run money-enrichment` in its own process is SIGKILLed as soon as its first records
-    reach the output topic; a run on the same checkpoint resumes it. Every tx_id's final record
-    is the reference's and none is missing. The sink is at-least-once: a replayed batch writes its
-    records again, identical, and the verifier counts them."""
-    setup_topics(bootstrap)
-    records = generate(12, 1600, users=30, disorder=DISORDER)
-    first, second = records[:800], records[800:]
-    send(bootstrap, first, progress=False)
-    checkpoint = tmp_path / "killed"
-    with LookupService(bootstrap, topic=money.SESSIONS_TOPIC, port=0) as service:
-        env = {"MONEY_LOOKUP_URL": service.url, "LAB_LOOKUP_TOKEN": service.token}
-        committed = sigkill_at_first_output("money-enrichment", bootstrap, checkpoint, tmp_path,
-                                            [money.ENRICHED_TOPIC], env)
-
-        send(bootstrap, second, progress=False)
-        use_service(monkeypatch, service)
-        run_job_to_end(spark, money, bootstrap, checkpoint)
-    assert max(committed_batches(checkpoint)) >= max(committed) + 2, "the restart did not resume the checkpoint"
-
-    report = verify("money-enrichment", bootstrap)
-    assert report.ok, "\n".join(report.lines())
-    out = outputs(bootstrap)
-    per_key: dict[str, list[bytes]] = {}
-    for r in out:
-        per_key.setdefault(json.loads(r.value)["tx_id"], []).append(r.value)
-    duplicates = sum(a == b for values in per_key.values() for a, b in zip(values, values[1:]))
-    assert f"{duplicates} re-emitted duplicates" in report.notes[0]
-    assert set(per_key) == set(reference.expected(read_topics(bootstrap, money.INPUT_TOPICS)))
 
 
 T0 = "2026-01-01T00:{:02d}:{:06.3f}Z"

@@ -10,7 +10,7 @@ import pytest
 from pyspark.sql import Row
 
 from generators.money_enrichment import generate
-from jobs.money_enrichment import SESSIONS_TOPIC, TRANSACTIONS_TOPIC, USERS_TOPIC
+from jobs.money_enrichment import ENRICHED_TOPIC, SESSIONS_TOPIC, TRANSACTIONS_TOPIC, USERS_TOPIC
 from jobs.money_enrichment_rules import LOOKUP, STREAM, Settings, settings
 from jobs.money_enrichment_stages import (DEAD, ENRICHED, EVENT_COLUMNS, SESSION, SESSION_START, TX, USER,
                                           USER_UPDATE)
@@ -301,3 +301,17 @@ def test_every_stage_s_state_leaves_as_the_watermark_passes_and_only_the_newest_
     assert list(p.enrich.peekMapState("firsts", (USER, "1"))) == [("payment",)]
     got = enriched(p.batch([tx("t2", 1, "s2", 800), start("s2", 1, 799)]) + p.batch([], watermark=ms(800)))
     assert (got["t2"]["user_version"], got["t2"]["user_segment"]) == (3, "s3")  # the newest old version serves
+
+
+def test_the_notes_count_a_replayed_record_as_a_duplicate_and_a_changed_one_as_a_correction():
+    """After a restart the at-least-once sink writes a replayed batch's records again, identical:
+    the verifier's notes count them apart from corrections (a newer record for the same tx_id)."""
+    def out(tx_id, **fields):
+        body = {"tx_id": tx_id, "enriched_by": STREAM, "first_of_type": True, **fields}
+        return Record(ENRICHED_TOPIC, tx_id.encode(), json.dumps(body).encode(), "event")
+
+    replayed, corrected = out("a"), out("b", first_of_type=False)
+    looked_up = out("c", enriched_by=LOOKUP)
+    records = [out("a"), out("b"), looked_up, replayed, corrected, looked_up]
+    assert reference.notes(records) == ["3 transactions: 2 enriched from state, 1 by lookup; "
+                                        "1 corrections, 2 re-emitted duplicates (same key, same content)"]
