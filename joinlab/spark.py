@@ -25,7 +25,7 @@ ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvi
 STATE_STORE_CONF = {"spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true"}
 ROW_COUNTING = "spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows"
 # Checkpoint files (offsets, commits, state changelogs) written through Hadoop's FileSystem API
-# rather than its FileContext API: the same temp file renamed into place, ~30 ms less per offset or
+# rather than its FileContext API: the same temp file renamed into place, 30-45 ms less per offset or
 # commit file and ~60 ms less per state store commit on a local disk (measured by make bench's
 # ablation). Not fixed by a checkpoint: both write the same files. The one difference: FileContext
 # renames atomically without overwriting, the FileSystem API checks that the file is absent and

@@ -58,10 +58,8 @@ def test_sigkilled_mid_write_and_after_a_commit_and_restarted_each_time(spark, b
     """`joinlab run PATTERN` is SIGKILLed $LAB_CHAOS_KILLS times (default 2), new input arriving
     between the runs: the first run mid-write (as soon as its first new output records are on the
     topic, so the batch writing them may be written in part), the next just after a commit, and
-    so on in turn;
-    a last run on the same checkpoint (in this process) must resume it and give the reference's
-    output. Every pattern meets both kill points: the pattern pages' kill-and-restart claims rest
-    on this test (the lottery's winners, money enrichment's final record per tx_id)."""
+    so on in turn. A last run on the same checkpoint (in this process) must resume it and give the
+    reference's output. Every pattern meets both kill points."""
     rng = random.Random(f"{pattern}-{os.environ.get('LAB_CHAOS_SEED', '13')}")
     job = patterns.job(pattern)
     create_topics(bootstrap, job.INPUT_TOPICS + job.OUTPUT_TOPICS)

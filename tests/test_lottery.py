@@ -72,12 +72,6 @@ def test_outcomes_equal_the_batch_reference_for_any_partitioning(spark, bootstra
     assert len(letters) == sum(r.kind not in ("event", "duplicate") for r in records)
 
 
-def winners(got: dict) -> dict:
-    """(lottery, window start) -> winner, from `outcomes`."""
-    return {key: (view["winner_user_id"], view["winning_event_id"]) for key, view in got.items()
-            if key.startswith("winner")}
-
-
 AT = "2026-01-01T00:00:{:06.3f}Z"
 
 
