@@ -168,13 +168,13 @@ def test_a_checkpoint_file_is_never_overwritten_so_a_second_run_on_one_checkpoin
     """The lab writes checkpoint files through Hadoop's FileSystem API (joinlab.spark, for speed).
     A file that exists already (the same batch's offsets, written by another run on the same
     checkpoint) must still be refused, never replaced: that is how Spark stops a second run."""
-    from joinlab.spark import CHECKPOINT_FILES_CONF
+    from joinlab.spark import CHECKPOINT_FILES, CHECKPOINT_FILES_CONF
     jvm = spark._jvm
     managers = getattr(getattr(jvm.org.apache.spark.sql.execution.streaming.checkpointing, "CheckpointFileManager$"),
                        "MODULE$")
     manager = managers.create(jvm.org.apache.hadoop.fs.Path(str(tmp_path)),
                               spark._jsparkSession.sessionState().newHadoopConf())
-    assert manager.getClass().getName() == next(iter(CHECKPOINT_FILES_CONF.values()))
+    assert manager.getClass().getName() == CHECKPOINT_FILES_CONF[CHECKPOINT_FILES]
     offsets = jvm.org.apache.hadoop.fs.Path(str(tmp_path / "0"))
     first = manager.createAtomic(offsets, False)
     first.write(1)
