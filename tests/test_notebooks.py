@@ -1,9 +1,15 @@
 """Every notebook in notebooks/ runs top to bottom, headless, against an embedded broker.
 
 Each notebook is a parameter, so a new pattern's notebook is tested as soon as it exists. The
-kernel is this interpreter (the venv's), from a kernelspec written to tmp_path, so no user-level
-kernelspec is needed. A cell error fails the test with the cell's traceback (nbclient's
+kernel is this interpreter (the venv's), from a kernelspec written to a temporary directory, so no
+user-level kernelspec is needed. A cell error fails the test with the cell's traceback (nbclient's
 CellExecutionError); the notebook must also print its verify report with 0 mismatches.
+
+The notebooks share one kernel, so Spark's JVM starts once (a fresh one costs each notebook about
+20 s of its 35-60). Each notebook still gets its own broker and lab home, and runs after a first cell
+that clears the kernel's names (`%reset -f`) and sets its environment afresh; each one's own last
+cell stops its Spark session. A notebook that fails has its kernel shut down, so the next one starts
+in a new kernel and a failure is never passed on.
 """
 from __future__ import annotations
 
@@ -45,7 +51,7 @@ def _kernel_manager(kernels_dir: Path):
     from jupyter_client.kernelspec import KernelSpecManager
     from jupyter_client.manager import AsyncKernelManager
     spec_dir = kernels_dir / "joinlab-test"
-    spec_dir.mkdir(parents=True)
+    spec_dir.mkdir(parents=True, exist_ok=True)
     (spec_dir / "kernel.json").write_text(json.dumps({
         "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
         "display_name": "joinlab (test)", "language": "python"}))
@@ -64,10 +70,46 @@ def _text_outputs(nb) -> str:
     return "\n".join(parts)
 
 
+class _SharedKernel:
+    """The notebooks' kernel: nbclient starts it for the first notebook (there is none yet) and
+    leaves it running for the next ones, which find it there. After a failure it is shut down, and
+    its manager with it (a manager's channels do not outlive its kernel), so the next notebook
+    starts a new kernel through a new manager."""
+
+    def __init__(self, kernels_dir: Path):
+        self.kernels_dir, self._km = kernels_dir, None
+
+    @property
+    def km(self):
+        if self._km is None:
+            self._km = _kernel_manager(self.kernels_dir)
+        return self._km
+
+    def shut_down(self) -> None:
+        from jupyter_core.utils import run_sync
+        if self._km is not None and self._km.has_kernel:
+            run_sync(self._km.shutdown_kernel)(now=True)
+        self._km = None
+
+
+@pytest.fixture(scope="module")
+def kernel(tmp_path_factory):
+    shared = _SharedKernel(tmp_path_factory.mktemp("kernels"))
+    yield shared
+    shared.shut_down()
+
+
+def _fresh_start(env: dict[str, str]):
+    """The cell each notebook starts with in the shared kernel: no names left from the last notebook,
+    and exactly this environment (a notebook may have set a variable of its own)."""
+    from nbformat.v4 import new_code_cell
+    return new_code_cell("%reset -f\nimport os\nos.environ.clear()\nos.environ.update(" + repr(env) + ")\ndel os")
+
+
 @pytest.mark.spark
 @pytest.mark.timeout(NOTEBOOK_TIMEOUT_S)
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
-def test_notebook_runs_top_to_bottom(path, tmp_path):
+def test_notebook_runs_top_to_bottom(path, tmp_path, kernel):
     from nbclient import NotebookClient
     from joinlab.broker import EmbeddedBroker
 
@@ -76,13 +118,18 @@ def test_notebook_runs_top_to_bottom(path, tmp_path):
         env = {**os.environ, **SMALL, "KAFKA_BOOTSTRAP_SERVERS": broker.bootstrap_servers,
                "LAB_HOME": str(tmp_path / "home"), "SPARK_MASTER": "local[2]", "MPLBACKEND": "Agg",
                "PYTHONUNBUFFERED": "1"}
-        client = NotebookClient(nb, km=_kernel_manager(tmp_path / "kernels"), timeout=CELL_TIMEOUT_S,
+        nb.cells.insert(0, _fresh_start(env))
+        client = NotebookClient(nb, km=kernel.km, timeout=CELL_TIMEOUT_S,
                                 startup_timeout=120, resources={"metadata": {"path": str(NOTEBOOKS_DIR)}},
                                 extra_arguments=["--InteractiveShell.colors=nocolor"])  # plain tracebacks
         try:
-            # raises CellExecutionError with the failing cell's traceback; shuts the kernel down after
-            client.execute(env=env, cleanup_kc=True)
+            client.execute(env=env)  # raises CellExecutionError with the failing cell's traceback
+        except BaseException:
+            kernel.shut_down()  # the next notebook starts in a new kernel
+            raise
         finally:
+            if client.kc is not None:
+                client.kc.stop_channels()
             nbformat.write(nb, tmp_path / path.name)  # the executed notebook, to look at after a failure
     text = _text_outputs(nb)
     assert "0 mismatches (OK)" in text, f"no successful verify report in {tmp_path / path.name}:\n{text[-3000:]}"
