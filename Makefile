@@ -21,11 +21,13 @@ NATIVE_FLAGS = $(if $(filter-out 0 no false,$(GENERATORS)),--generators)
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-15s %s\n", $$1, $$2}'
 
-$(STAMP): pyproject.toml
+# Also made again when the steps that change the installed PySpark or the venv change.
+$(STAMP): pyproject.toml joinlab/worker_bytecode.py joinlab/class_archive.py
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "Python 3.10+ is required (found " + sys.version.split()[0] + ")")'
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test,lab]'
 	$(PY) -m joinlab.worker_bytecode
+	$(PY) -m joinlab.class_archive
 	@rm -f $(VENV)/.installed-* && touch $@
 
 install: $(STAMP) ## Create .venv and install the lab (runs by itself before every target)

@@ -13,7 +13,7 @@ from pyspark import SparkContext
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import DataStreamWriter
 
-from joinlab import logs
+from joinlab import class_archive, logs
 from joinlab.config import lab_home, shuffle_partitions, spark_master
 
 OFFICIAL = "kafka"
@@ -59,9 +59,11 @@ def session(app_name: str = "stream-join-lab", **conf: str) -> SparkSession:
                .config("spark.driver.host", driver_host)
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.chunkBase64String.enabled", "false"))
-    log_options = logs.java_options(lab_home())  # the JVMs start with the lab's log settings
-    for key in ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"):
-        builder = builder.config(key, " ".join(filter(None, [log_options, conf.pop(key, "")])))
+    # The JVMs start with the lab's log settings; the driver's maps the class archive if there is one.
+    options = {"spark.driver.extraJavaOptions": [logs.java_options(lab_home()), class_archive.java_options()],
+               "spark.executor.extraJavaOptions": [logs.java_options(lab_home())]}
+    for key, lab_options in options.items():
+        builder = builder.config(key, " ".join(filter(None, [*lab_options, conf.pop(key, "")])))
     for key, value in conf.items():
         builder = builder.config(key, value)
     starts_jvm = SparkContext._active_spark_context is None
