@@ -22,3 +22,16 @@ def test_the_steady_rate_counts_the_records_read_not_spark_s_rows_per_scan():
     assert stats.rows == [1500, 1500]
     assert stats.rate == 3000 / 1.5
     assert stats.median_ms == 750
+
+
+def test_the_cold_start_table_gives_each_variant_its_medians_and_off_over_on():
+    from joinlab.bench.cold_start import format_cold_start
+    on = [{"session_s": 3.0, "start_s": 3.0, "batches_s": 12.0, "process_s": 20.0},
+          {"session_s": 3.4, "start_s": 3.6, "batches_s": 13.0, "process_s": 22.0}]
+    off = [{"session_s": 6.4, "start_s": 4.0, "batches_s": 13.0, "process_s": 26.0},
+           {"session_s": 6.0, "start_s": 5.0, "batches_s": 12.0, "process_s": 25.0}]
+    lines = format_cold_start({"class archive on": on, "class archive off": off}).splitlines()
+    assert "median of 2 runs each" in lines[0]
+    assert lines[2].split() == ["class", "archive", "on", "3.2", "3.3", "12.5", "21.0"]
+    assert lines[3].split() == ["class", "archive", "off", "6.2", "4.5", "12.5", "25.5"]
+    assert lines[4].split() == ["off", "/", "on", "1.94x", "1.36x", "1.00x", "1.21x"]

@@ -7,7 +7,8 @@ Kafka source alone (noop sink), by the tweet-views job, and joined in plain Pyth
 job runs continuously at a fixed input rate to measure end-to-end latency. Every other pattern's
 job gets one row (3b, ...) on its own seeded events, on the same warmed-up session. Step 6
 (joinlab.bench.micro) measures micro-batches: each pattern's per-batch floor and steady rate,
-tweet views stage by stage, and the ablation of each speed change.
+tweet views stage by stage, and the ablation of each speed change. Step 7
+(joinlab.bench.cold_start) starts fresh JVMs, with the class archive and without.
 
 Each measurement is one function in this package; each has a deadline and fails with a message
 that says what did not finish, instead of hanging. Progress goes to stderr, the table to stdout.
@@ -34,7 +35,7 @@ from joinlab.bench.table import Measurement, format_table, machine_line, ratios
 from joinlab.config import lab_home
 from joinlab.generate import Disorder
 
-STEPS = 6
+STEPS = 7
 
 
 def _budget(records: int, floor_rate: float, base_s: float = 120.0) -> float:
@@ -73,7 +74,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--steady-events", type=int, default=60000,
                         help="events per pattern read 20,000 per trigger, for the steady rate (default 60000; 0: no steady runs)")
     parser.add_argument("--no-ablation", action="store_true", help="skip the ablation table (saves minutes)")
-    parser.add_argument("--micro-only", action="store_true", help="run step 6 (micro-batches) alone")
+    parser.add_argument("--cold-starts", type=int, default=2,
+                        help="fresh-JVM runs per variant (class archive on, off) in step 7 (default 2; 0: skip)")
+    parser.add_argument("--micro-only", action="store_true", help="skip steps 1-5: run step 6 (micro-batches) and step 7 (cold start) only")
     parser.add_argument("--latency-trigger", default="100 milliseconds",
                         help="processing-time trigger of the running job (default '100 milliseconds')")
     parser.add_argument("--bootstrap", help="Kafka bootstrap servers (default: $KAFKA_BOOTSTRAP_SERVERS, "
@@ -136,8 +139,8 @@ def _steps_1_to_5(args: argparse.Namespace, stack: ExitStack, bootstrap: str, wo
     return spark, fmt
 
 
-def run(args: argparse.Namespace) -> tuple[list[Measurement], str, dict | None]:
-    """Every step in order; returns the rows, the machine line and step 6's results."""
+def run(args: argparse.Namespace) -> tuple[list[Measurement], str, dict | None, dict | None]:
+    """Every step in order; returns the rows, the machine line, step 6's and step 7's results."""
     rows: list[Measurement] = []
     with ExitStack() as stack:
         bootstrap, broker_label = _broker(args, stack)
@@ -153,9 +156,16 @@ def run(args: argparse.Namespace) -> tuple[list[Measurement], str, dict | None]:
             with EmbeddedBroker() as own:
                 micro = measure(spark, own.bootstrap_servers, args.seed, work / "micro", args.tiny_events,
                                 args.steady_events, not args.no_ablation, _budget(args.steady_events, 50, base_s=300))
+        cold = None
+        if args.cold_starts:
+            from joinlab.bench.cold_start import measure as cold_starts
+            from joinlab.broker import EmbeddedBroker
+            log(f"step 7/{STEPS} cold start: a fresh JVM per run, with the class archive and without")
+            with EmbeddedBroker() as own:
+                cold = cold_starts(own.bootstrap_servers, args.seed, work / "cold", args.cold_starts, 300)
         machine = machine_line(broker_label, fmt)
         log("stopping Spark and the broker")
-    return rows, machine, micro
+    return rows, machine, micro, cold
 
 
 FOOTNOTES = [
@@ -182,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     from joinlab.broker import BrokerError
     try:
-        rows, machine, micro = run(args)
+        rows, machine, micro, cold = run(args)
     except (BenchError, BrokerError, TimeoutError) as exc:
         log(f"FAILED: {exc}")
         raise SystemExit(1) from None
@@ -198,6 +208,10 @@ def main(argv: list[str] | None = None) -> int:
     if micro is not None:
         from joinlab.bench.micro import format_micro
         print(format_micro(micro))
+        print()
+    if cold is not None:
+        from joinlab.bench.cold_start import format_cold_start
+        print(format_cold_start(cold))
         print()
     print(machine)
     log(f"done in {time.monotonic() - started:.0f} s")
