@@ -4,9 +4,8 @@
 
 Every `joinlab run`, `make demo` and notebook starts a JVM that loads and verifies the same
 thousands of classes from Spark's jars before its first batch. Java's application class-data
-sharing maps them from an archive instead. Measured on the lab's 2-core machine (a fresh JVM, tweet
-views on 300 events, the runs alternated): the session 6.2-6.3 s -> 3.1-3.7 s, `start()` 4.5-4.9 s
--> 3.5-3.7 s, start to the end of the first batch 24.9-26.1 s -> 18.9-20.6 s.
+sharing maps them from an archive instead: 3-5 s less per cold start on the lab's 2-core machine,
+most of it in the session's start (`make bench` step 7 measures it; README, Benchmarks).
 
 The archive is made once per installation (it lives under the interpreter's prefix, the venv) by
 a JVM that starts a session, runs a query and exits with -XX:ArchiveClassesAtExit. It is valid for
@@ -80,9 +79,12 @@ def make() -> Path:
     spark.stop()
     gateway.shutdown()
     process.stdin.close()  # the JVM exits at the end of its input and writes the archive then
-    if process.wait(timeout=300) != 0 or not made.is_file():
-        made.unlink(missing_ok=True)
-        raise RuntimeError(f"the JVM exited with {process.returncode} and wrote no class archive")
+    try:
+        if process.wait(timeout=300) != 0 or not made.is_file():
+            raise RuntimeError(f"the JVM exited with {process.returncode} and wrote no class archive")
+    except BaseException:
+        made.unlink(missing_ok=True)  # never leave a partly written archive behind
+        raise
     return install(made, java, classpath)
 
 

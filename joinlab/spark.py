@@ -60,8 +60,9 @@ def session(app_name: str = "stream-join-lab", **conf: str) -> SparkSession:
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.chunkBase64String.enabled", "false"))
     # The JVMs start with the lab's log settings; the driver's maps the class archive if there is one.
-    options = {"spark.driver.extraJavaOptions": [logs.java_options(lab_home()), class_archive.java_options()],
-               "spark.executor.extraJavaOptions": [logs.java_options(lab_home())]}
+    log_options = logs.java_options(lab_home())
+    options = {"spark.driver.extraJavaOptions": [log_options, class_archive.java_options()],
+               "spark.executor.extraJavaOptions": [log_options]}
     for key, lab_options in options.items():
         builder = builder.config(key, " ".join(filter(None, [*lab_options, conf.pop(key, "")])))
     for key, value in conf.items():
