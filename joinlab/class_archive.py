@@ -47,6 +47,12 @@ def accepted(archive: Path, java: str, classpath: str) -> tuple[bool, str]:
     return done.returncode == 0, (done.stderr + done.stdout).strip()
 
 
+def driver_java(spark) -> tuple[str, str]:
+    """The running driver JVM's java binary and classpath: what an archive for it must match."""
+    system = spark._jvm.java.lang.System
+    return str(Path(system.getProperty("java.home")) / "bin" / "java"), system.getProperty("java.class.path")
+
+
 def install(made: Path, java: str, classpath: str) -> Path:
     """Move a freshly made archive into place if a JVM accepts it; else remove it and say why."""
     ok, said = accepted(made, java, classpath)
@@ -70,9 +76,7 @@ def make() -> Path:
     os.environ["LAB_CLASS_ARCHIVE"] = "off"  # the dumping JVM must not map an older archive
     spark = session("class-archive", **{"spark.driver.extraJavaOptions": f"-XX:ArchiveClassesAtExit={made} {QUIET}",
                                          "spark.ui.enabled": "false"})
-    jvm = spark._jvm.java.lang.System
-    java = str(Path(jvm.getProperty("java.home")) / "bin" / "java")
-    classpath = jvm.getProperty("java.class.path")
+    java, classpath = driver_java(spark)
     spark.range(1000).selectExpr("id % 7 AS k").groupBy("k").count().collect()
     gateway = SparkContext._gateway
     process = gateway.proc

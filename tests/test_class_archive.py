@@ -1,17 +1,12 @@
 """The driver JVM maps the class archive `make install` made, and a damaged archive is never put in place."""
-from pathlib import Path
-
 import pytest
 
 from joinlab import class_archive
 
 
 def _driver_jvm(spark) -> tuple[str, str, list[str]]:
-    jvm = spark._jvm
-    system = jvm.java.lang.System
-    java = str(Path(system.getProperty("java.home")) / "bin" / "java")
-    arguments = list(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
-    return java, system.getProperty("java.class.path"), arguments
+    arguments = list(spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
+    return (*class_archive.driver_java(spark), arguments)
 
 
 @pytest.mark.spark

@@ -45,8 +45,7 @@ def measure(bootstrap: str, seed: int, work: Path, runs: int, deadline_s: float)
     from joinlab.topics import create_topics
     if not class_archive.path().is_file():
         raise BenchError(f"no class archive at {class_archive.path()}: run `make install` first")
-    job = patterns.job("tweet-views")
-    create_topics(bootstrap, job.INPUT_TOPICS + job.OUTPUT_TOPICS)
+    create_topics(bootstrap, patterns.all_topics("tweet-views"))
     send(bootstrap, patterns.generator("tweet-views").generate(seed, EVENTS), progress=False)
     out: dict[str, list[dict]] = {name: [] for name in VARIANTS}
     for i in range(runs):
