@@ -35,3 +35,35 @@ def test_the_cold_start_table_gives_each_variant_its_medians_and_off_over_on():
     assert lines[2].split() == ["class", "archive", "on", "3.2", "3.3", "12.5", "21.0"]
     assert lines[3].split() == ["class", "archive", "off", "6.2", "4.5", "12.5", "25.5"]
     assert lines[4].split() == ["off", "/", "on", "1.94x", "1.36x", "1.00x", "1.21x"]
+
+
+def test_the_ceiling_table_puts_each_pattern_beside_its_job_with_processors_that_do_nothing_and_its_target():
+    from joinlab.bench.batches import BatchStats
+    from joinlab.bench.micro import format_ceiling
+    lab = {"tweet-views": [BatchStats("tv", 2000, [650, 700, 600], [100] * 3), BatchStats("tv", 5000, [4000], [16000])],
+           "lottery": [BatchStats("l", 3000, [1100], [100]), None]}
+    nothing = {"tweet-views": [BatchStats("n", 1900, [500], [100]), BatchStats("n", 4000, [2000], [14000])],
+               "lottery": [BatchStats("n", 2500, [900], [100]), None]}
+    lines = format_ceiling({"patterns": lab, "ceiling": nothing}).splitlines()
+    assert lines[2].split() == ["tweet-views", "650", "500", "700", "4,000", "7,000", "10,000"]
+    assert lines[3].split() == ["lottery", "1,100", "900", "700", "-", "-", "5,000"]
+
+
+def test_processors_that_do_nothing_stand_in_for_every_pattern_s_read_their_rows_and_keep_and_emit_nothing():
+    from pyspark.sql import Row
+    from pyspark.sql.streaming.tws_tester import TwsTester
+    from joinlab import patterns, solutions
+    from joinlab.bench.ceiling import Nothing, solution
+    for pattern in patterns.PATTERNS:
+        job = patterns.job(pattern)
+        module = solutions.of(job.SOLUTION, job.PROCESSORS, solution(job))
+        assert all(getattr(module, name) is Nothing for name in job.PROCESSORS)
+    read = []
+
+    def rows():
+        for i in range(3):
+            read.append(i)
+            yield Row(kind="tweet", user_id=1, version=i)
+    processor = Nothing("a stage's settings", retention=1)
+    assert list(processor.handleInputRows((1,), rows(), None)) == [] and read == [0, 1, 2]
+    assert TwsTester(Nothing()).test(1, [Row(user_id=1, version=1)]) == []

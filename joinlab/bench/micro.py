@@ -16,6 +16,9 @@ from joinlab.bench.step import log
 from joinlab.spark import CHECKPOINT_FILES, FILE_CONTEXT_FILES, STATE_STORE_CONF
 
 TINY_PER_TRIGGER, STEADY_PER_TRIGGER = 100, 20_000
+# The lab's speed targets per pattern: a tiny batch's median ms, and the steady rate in events/s.
+TARGETS = {"tweet-views": (700, 10_000), "car-pollution": (700, 10_000), "lottery": (700, 5_000),
+           "money-enrichment": (700, 5_000)}
 (CHANGELOG,) = list(STATE_STORE_CONF)
 
 
@@ -55,13 +58,15 @@ def _setup(bootstrap: str, pattern: str, seed: int, tiny: int, steady: int):
 
 def measure(spark, bootstrap: str, seed: int, work: Path, tiny: int, steady: int, ablation: bool,
             timeout_s: float) -> dict:
-    """{"patterns": {pattern: (tiny, steady)}, "stages": [BatchStats], "ablation": [(label, tiny, steady)]}."""
+    """{"patterns": {pattern: [tiny, steady]}, "ceiling": {pattern: [tiny, steady]}, "stages": [BatchStats],
+    "ablation": [(label, tiny, steady)]}. The ceiling is each job with processors that do nothing
+    (joinlab.bench.ceiling), on the same events."""
     from jobs import tweet_views
     from joinlab import patterns
-    from joinlab.bench import per_event
+    from joinlab.bench import ceiling, per_event
     from joinlab.generate import send
     from joinlab.job import services
-    out: dict = {"patterns": {}, "stages": [], "ablation": []}
+    out: dict = {"patterns": {}, "ceiling": {}, "stages": [], "ablation": []}
     rest = {}
     for pattern in patterns.PATTERNS:
         rest[pattern] = _setup(bootstrap, pattern, seed, tiny, steady)
@@ -75,6 +80,10 @@ def measure(spark, bootstrap: str, seed: int, work: Path, tiny: int, steady: int
         with services(job, bootstrap):
             small = run_job(spark, job, bootstrap, work / f"{pattern}-tiny", TINY_PER_TRIGGER, pattern, timeout_s)
         out["patterns"][pattern] = [small, None]
+        log(f"step 6 {pattern}: tiny batches, processors that do nothing")
+        with services(job, bootstrap):
+            out["ceiling"][pattern] = [run_job(spark, job, bootstrap, work / f"{pattern}-tiny-nothing", TINY_PER_TRIGGER,
+                                               f"{pattern}, nothing", timeout_s, ceiling.solution(job)), None]
     if ablation:
         for label, change in [("all changes on", None)] + [(f"without: {c.name}", c) for c in CHANGES] + \
                              [("all changes off (before)", "all")]:
@@ -91,6 +100,11 @@ def measure(spark, bootstrap: str, seed: int, work: Path, tiny: int, steady: int
         with services(job, bootstrap):
             out["patterns"][pattern][1] = run_job(spark, job, bootstrap, work / f"{pattern}-steady",
                                                   STEADY_PER_TRIGGER, pattern, timeout_s)
+        log(f"step 6 {pattern}: steady batches, processors that do nothing")
+        with services(job, bootstrap):
+            out["ceiling"][pattern][1] = run_job(spark, job, bootstrap, work / f"{pattern}-steady-nothing",
+                                                 STEADY_PER_TRIGGER, f"{pattern}, nothing", timeout_s,
+                                                 ceiling.solution(job))
     for row in out["ablation"]:
         change = row[3]
         if change is None:
@@ -126,6 +140,8 @@ def format_micro(out: dict) -> str:
         lines.append(f"  {pattern:<18} {_ms(small.median_ms):>13} {_ms(small.first_ms):>11} "
                      f"{_ms(big.rate if big else None):>11} {_ms(big.median_ms if big else None):>15} "
                      f"{_ms(big.first_ms if big else None):>11}")
+    if out.get("ceiling"):
+        lines += ["", format_ceiling(out)]
     lines += ["", "Where a tiny batch's time goes (tweet views; median ms; phases are Spark's durationMs, "
                   "state = the transformWithState operator's own timers)",
               f"  {'pipeline':<46} {'batch':>6} " + " ".join(f"{p:>13}" for p in PHASES)
@@ -153,6 +169,21 @@ def format_micro(out: dict) -> str:
             rate = big.rate if big else None
             lines.append(f"  {label:<{width}} {_ms(small.median_ms):>13} {_ratio(small.median_ms, base_tiny):>8} "
                          f"{_ms(rate):>11} {_ratio(base_rate, rate):>9}")
+    return "\n".join(lines)
+
+
+def format_ceiling(out: dict) -> str:
+    """Each pattern's job beside the same job with processors that do nothing, and the target."""
+    lines = ["The ceiling: each job with processors that do nothing (same wiring, same events; the best its own "
+             "processors can reach here)",
+             f"  {'pattern':<18} {'tiny ms: lab':>12} {'nothing':>8} {'target':>7} "
+             f"{'steady ev/s: lab':>16} {'nothing':>8} {'target':>7}"]
+    for pattern, (small, big) in out["ceiling"].items():
+        lab_small, lab_big = out["patterns"][pattern]
+        tiny_target, steady_target = TARGETS.get(pattern, (None, None))
+        lines.append(f"  {pattern:<18} {_ms(lab_small.median_ms):>12} {_ms(small.median_ms):>8} "
+                     f"{_ms(tiny_target):>7} {_ms(lab_big.rate if lab_big else None):>16} "
+                     f"{_ms(big.rate if big else None):>8} {_ms(steady_target):>7}")
     return "\n".join(lines)
 
 
