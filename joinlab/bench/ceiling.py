@@ -1,4 +1,4 @@
-"""The framework's ceiling: a pattern's own job with processors that do nothing in place of its own.
+"""The ceiling of a pattern's wiring: its own job with processors that do nothing in place of its own.
 
 The job keeps everything but the processors' work: the read, the parse and the dead letters, the
 keying, the shuffle, every transformWithState stage's tasks (a Python worker per partition, the

@@ -63,9 +63,8 @@ def measure(spark, bootstrap: str, seed: int, work: Path, tiny: int, steady: int
     (joinlab.bench.ceiling), on the same events."""
     from jobs import tweet_views
     from joinlab import patterns
-    from joinlab.bench import ceiling, per_event
+    from joinlab.bench import per_event
     from joinlab.generate import send
-    from joinlab.job import services
     out: dict = {"patterns": {}, "ceiling": {}, "stages": [], "ablation": []}
     rest = {}
     for pattern in patterns.PATTERNS:
@@ -76,14 +75,8 @@ def measure(spark, bootstrap: str, seed: int, work: Path, tiny: int, steady: int
                                           TINY_PER_TRIGGER, label, timeout_s))
     for pattern in patterns.PATTERNS:
         job = patterns.job(pattern)
-        log(f"step 6 {pattern}: tiny batches ({TINY_PER_TRIGGER} per trigger)")
-        with services(job, bootstrap):
-            small = run_job(spark, job, bootstrap, work / f"{pattern}-tiny", TINY_PER_TRIGGER, pattern, timeout_s)
-        out["patterns"][pattern] = [small, None]
-        log(f"step 6 {pattern}: tiny batches, processors that do nothing")
-        with services(job, bootstrap):
-            out["ceiling"][pattern] = [run_job(spark, job, bootstrap, work / f"{pattern}-tiny-nothing", TINY_PER_TRIGGER,
-                                               f"{pattern}, nothing", timeout_s, ceiling.solution(job)), None]
+        lab, nothing = _with_ceiling(spark, job, pattern, bootstrap, work, "tiny", TINY_PER_TRIGGER, timeout_s)
+        out["patterns"][pattern], out["ceiling"][pattern] = [lab, None], [nothing, None]
     if ablation:
         for label, change in [("all changes on", None)] + [(f"without: {c.name}", c) for c in CHANGES] + \
                              [("all changes off (before)", "all")]:
@@ -96,15 +89,8 @@ def measure(spark, bootstrap: str, seed: int, work: Path, tiny: int, steady: int
         send(bootstrap, rest[pattern], progress=False)
     for pattern in patterns.PATTERNS:
         job = patterns.job(pattern)
-        log(f"step 6 {pattern}: steady batches ({STEADY_PER_TRIGGER} per trigger)")
-        with services(job, bootstrap):
-            out["patterns"][pattern][1] = run_job(spark, job, bootstrap, work / f"{pattern}-steady",
-                                                  STEADY_PER_TRIGGER, pattern, timeout_s)
-        log(f"step 6 {pattern}: steady batches, processors that do nothing")
-        with services(job, bootstrap):
-            out["ceiling"][pattern][1] = run_job(spark, job, bootstrap, work / f"{pattern}-steady-nothing",
-                                                 STEADY_PER_TRIGGER, f"{pattern}, nothing", timeout_s,
-                                                 ceiling.solution(job))
+        out["patterns"][pattern][1], out["ceiling"][pattern][1] = _with_ceiling(
+            spark, job, pattern, bootstrap, work, "steady", STEADY_PER_TRIGGER, timeout_s)
     for row in out["ablation"]:
         change = row[3]
         if change is None:
@@ -114,6 +100,20 @@ def measure(spark, bootstrap: str, seed: int, work: Path, tiny: int, steady: int
             row[2] = _ablation_run(spark, tweet_views, per_event, bootstrap, work, change, STEADY_PER_TRIGGER,
                                    timeout_s)
     return out
+
+
+def _with_ceiling(spark, job, pattern: str, bootstrap: str, work: Path, kind: str, per_trigger: int,
+                  timeout_s: float) -> list[BatchStats]:
+    """The pattern's job, then the same job with processors that do nothing (its ceiling)."""
+    from joinlab.bench import ceiling
+    from joinlab.job import services
+    runs = []
+    for label, solution in ((pattern, None), (f"{pattern}, nothing", ceiling.solution(job))):
+        log(f"step 6 {label}: {kind} batches ({per_trigger} per trigger)")
+        with services(job, bootstrap):
+            runs.append(run_job(spark, job, bootstrap, work / f"{label.replace(', ', '-')}-{kind}", per_trigger,
+                                label, timeout_s, solution))
+    return runs
 
 
 def _ablation_run(spark, job, per_event, bootstrap, work: Path, change, per_trigger: int, timeout_s: float):
