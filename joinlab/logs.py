@@ -60,6 +60,18 @@ QUIET_EVENTS = [
     Quiet("org.apache.spark.network.server.TransportChannelHandler", r".*Exception in connection from .*",
           "a killed or stopped executor or worker dropped its connection (\"Connection reset\", with a stack); "
           "Spark reports the lost executor in a line of its own"),
+    # An executor killed while the driver was talking to it (cleaning up a broadcast, say): the same
+    # loss, told again by each layer the broken call passed through, some with a stack.
+    Quiet("org.apache.spark.network.client.TransportResponseHandler",
+          r".*Still have \d+ requests outstanding when connection from .* is closed.*",
+          "a call to the lost executor that will get no answer; the lost executor has a line of its own"),
+    Quiet("org.apache.spark.network.client.TransportClient", r".*Failed to send RPC .*",
+          "the same call failing to go out (with a stack)"),
+    Quiet("org.apache.spark.rpc.netty.NettyRpcEnv", r".*Ignored failure: .*",
+          "the same failure, which Spark says it ignores"),
+    Quiet("org.apache.spark.storage.BlockManagerMasterEndpoint",
+          r".*(No more replicas available for .*|Error trying to remove .* from block manager .*)",
+          "the lost executor's cached blocks (broadcast pieces) are gone with it; Spark cleans up the rest"),
     Quiet("org.apache.spark.sql.avro.AvroSerializer", r".*(nullable Avro schema|nullable catalyst schema).*",
           "Avro-encoded state (money enrichment): Spark's own state schemas differ in nullability from "
           "their Avro form, every store, every batch; the lab's state values are all nullable"),

@@ -111,6 +111,44 @@ def test_the_log_level_lives_in_one_place_and_info_shows_everything(monkeypatch)
         assert "INFO" in str(exc)
 
 
+# What the driver logged when a Spark worker was SIGKILLed while the driver cleaned up a broadcast
+# on its executor (test_chaos's worker kill, one run in four): Spark's own "Lost executor" line,
+# then each layer of the broken call telling the same loss again.
+EXECUTOR_LOST = [
+    ("org.apache.spark.scheduler.TaskSchedulerImpl", "ERROR",
+     "Lost executor 0 on 127.0.0.1: worker lost: 127.0.0.1:46171 got disassociated", True),
+    ("org.apache.spark.network.client.TransportResponseHandler", "ERROR",
+     "Still have 1 requests outstanding when connection from /127.0.0.1:36384 is closed", False),
+    ("org.apache.spark.network.client.TransportClient", "ERROR",
+     "Failed to send RPC RPC 6072639868627424233 to /127.0.0.1:36384", False),
+    ("org.apache.spark.rpc.netty.NettyRpcEnv", "WARN",
+     "Ignored failure: java.io.IOException: Failed to send RPC RPC 6072639868627424233 to /127.0.0.1:36384: "
+     "io.netty.channel.StacklessClosedChannelException", False),
+    ("org.apache.spark.storage.BlockManagerMasterEndpoint", "WARN",
+     "No more replicas available for broadcast_5_piece0!", False),
+    ("org.apache.spark.storage.BlockManagerMasterEndpoint", "WARN",
+     "Error trying to remove broadcast 5 from block manager BlockManagerId(0, 127.0.0.1, 43283, None)", False),
+    ("org.apache.spark.network.server.TransportChannelHandler", "WARN",
+     "Exception in connection from /127.0.0.1:36384", False),
+]
+
+
+@pytest.mark.spark
+def test_a_lost_executor_is_one_line_in_the_drivers_log(spark):
+    """The driver's own log4j, configured by the lab at WARN, passes Spark's "Lost executor" line and
+    denies the echoes of the same loss (asked of the live configuration's logger filters)."""
+    log4j = spark._jvm.org.apache.logging.log4j
+    configuration = log4j.LogManager.getContext(False).getConfiguration()
+    for logger, level, message, shown in EXECUTOR_LOST:
+        config = configuration.getLoggerConfig(logger)  # its own, or the nearest ancestor's
+        passes_level = config.getLevel().isLessSpecificThan(log4j.Level.getLevel(level))
+        event = (log4j.core.impl.Log4jLogEvent.newBuilder().setLoggerName(logger)
+                 .setLevel(log4j.Level.getLevel(level))
+                 .setMessage(log4j.message.SimpleMessage(message)).build())
+        verdict = config.getFilter().filter(event).name() if config.getFilter() else "NEUTRAL"
+        assert (passes_level and verdict != "DENY") == shown, f"{logger} {level} {message!r}: {verdict}"
+
+
 @pytest.mark.spark
 def test_at_info_spark_shows_everything_it_quiets_at_warn(tmp_path):
     """A driver started at LAB_SPARK_LOG_LEVEL=INFO prints Spark's INFO lines and the warnings the
