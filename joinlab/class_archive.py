@@ -5,7 +5,7 @@
 Every `joinlab run`, `make demo` and notebook starts a JVM that loads and verifies the same
 thousands of classes from Spark's jars before its first batch. Java's application class-data
 sharing maps them from an archive instead: 3-5 s less per cold start on the lab's 2-core machine,
-most of it in the session's start (`make bench` step 7 measures it; README, Benchmarks).
+most of it in the session's start (`make bench` step 7 measures it; docs/benchmarks.md).
 
 The archive is made once per installation (it lives under the interpreter's prefix, the venv) by
 a JVM that starts a session, runs a query and exits with -XX:ArchiveClassesAtExit. It is valid for
