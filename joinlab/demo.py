@@ -47,7 +47,7 @@ def run_demo(pattern: str, seed: int = 7, count: int = 20000, solution=None) -> 
         records = generator.generate(seed, count, disorder=DEMO_DISORDER)
         say(f"producing {len(records)} records (seed {seed}): {summary(records)}")
         send(bootstrap, records, progress=False)
-        from joinlab.spark import session
+        from joinlab.spark import session, stop
         say("starting Spark and the job (runs until it has caught up)")
         spark = session(f"demo-{pattern}")
         checkpoint = tempfile.mkdtemp(prefix=f"{pattern}-", dir=lab_home())
@@ -57,7 +57,7 @@ def run_demo(pattern: str, seed: int = 7, count: int = 20000, solution=None) -> 
             query.awaitTermination()
         say("verifying the output against the batch reference")
         report = verify(pattern, bootstrap)
-        spark.stop()
+        stop(spark)
     elapsed = time.monotonic() - started
     ins = sum(report.records.get(t, 0) for t in job.INPUT_TOPICS)
     outs = ", ".join(f"{report.records.get(t, 0)} to {t}" for t in job.OUTPUT_TOPICS)

@@ -213,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from joinlab import job as runner
     from joinlab.broker import EmbeddedBroker
-    from joinlab.spark import session
+    from joinlab.spark import session, stop
     from joinlab.topics import create_topics, plain_consumer
     from joinlab.verify import verify
 
@@ -281,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
             report = verify(pattern, bootstrap)
             ok &= report.ok
             print("\n".join(report.lines()), flush=True)
-        spark.stop()
+        stop(spark)
     return 0 if ok else 1
 
 

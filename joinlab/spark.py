@@ -35,6 +35,7 @@ CHECKPOINT_FILES = "spark.sql.streaming.checkpointFileManagerClass"
 _MANAGERS = "org.apache.spark.sql.execution.streaming.checkpointing."
 CHECKPOINT_FILES_CONF = {CHECKPOINT_FILES: _MANAGERS + "FileSystemBasedCheckpointFileManager"}
 FILE_CONTEXT_FILES = _MANAGERS + "FileContextBasedCheckpointFileManager"  # Spark's default, for the ablation
+STATE_STORES = "org.apache.spark.sql.execution.streaming.state.StateStore$"  # the JVM's loaded stores (a Scala object)
 
 
 def session(app_name: str = "stream-join-lab", **conf: str) -> SparkSession:
@@ -72,6 +73,17 @@ def session(app_name: str = "stream-join-lab", **conf: str) -> SparkSession:
         spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(logs.level())
     return spark
+
+
+def stop(spark: SparkSession) -> None:
+    """Stop the session and the state stores its JVM loaded. Spark leaves the JVM's StateStore
+    maintenance task scheduled after the session stops, and where the JVM lives on (a notebook
+    kernel, `joinlab demo all`) its next run finds no SparkEnv and logs a warning with a stack.
+    StateStore.stop() unloads the stores and cancels the task; a session that never ran a stateful
+    query has none, and the call does nothing."""
+    state_stores = spark._jvm.java.lang.Class.forName(STATE_STORES).getField("MODULE$").get(None)
+    spark.stop()
+    state_stores.stop()
 
 
 def executors(spark: SparkSession) -> int | None:

@@ -162,6 +162,37 @@ def test_at_info_spark_shows_everything_it_quiets_at_warn(tmp_path):
     assert "incubator modules" in done.stderr and "NativeCodeLoader" in done.stderr
 
 
+STOP_SCRIPT = """
+import json, pathlib, sys
+from joinlab.spark import STATE_STORES, session, stop
+folder = pathlib.Path(sys.argv[1])
+(folder / "in").mkdir()
+(folder / "in" / "a.json").write_text("".join(json.dumps({"k": i % 3}) + "\\n" for i in range(20)))
+spark = session("stop")
+query = (spark.readStream.schema("k int").json(str(folder / "in")).groupBy("k").count().writeStream
+         .format("noop").outputMode("update").option("checkpointLocation", str(folder / "cp"))
+         .trigger(availableNow=True).start())
+query.awaitTermination()
+stores = spark._jvm.java.lang.Class.forName(STATE_STORES).getField("MODULE$").get(None)
+before = stores.isMaintenanceRunning()
+stop(spark)
+print(json.dumps({"before": before, "after": stores.isMaintenanceRunning()}))
+"""
+
+
+@pytest.mark.spark
+def test_a_stopped_session_leaves_no_state_store_maintenance_behind(tmp_path):
+    """A JVM that outlives its session (a notebook kernel after lab.stop(), `joinlab demo all`
+    between patterns): Spark's StateStore maintenance task would stay scheduled and, at its next
+    run, log "Error running maintenance task" with a stack (SparkEnv not active). The lab's stop
+    cancels it; it ran before, after a stateful query."""
+    env = {**os.environ, "LAB_HOME": str(tmp_path), "SPARK_MASTER": "local[1]", "LAB_SPARK_UI": "false"}
+    done = subprocess.run([sys.executable, "-c", STOP_SCRIPT, str(tmp_path)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == {"before": True, "after": False}, done.stderr[-3000:]
+
+
 # --- Spark UI -------------------------------------------------------------------------------------
 
 def test_the_spark_ui_is_on_in_the_lab_and_off_in_tests(monkeypatch):

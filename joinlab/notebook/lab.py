@@ -255,7 +255,8 @@ class Lab:
             self.services.__exit__(None, None, None)
             self.services = None
         if spark and self.spark is not None:
-            self.spark.stop()
+            from joinlab.spark import stop
+            stop(self.spark)
             self.spark = None
         print(f"stopped: generator {self.feed!r}, query active: "
               f"{bool(self.query and self.query.isActive)}")
