@@ -35,7 +35,6 @@ CHECKPOINT_FILES = "spark.sql.streaming.checkpointFileManagerClass"
 _MANAGERS = "org.apache.spark.sql.execution.streaming.checkpointing."
 CHECKPOINT_FILES_CONF = {CHECKPOINT_FILES: _MANAGERS + "FileSystemBasedCheckpointFileManager"}
 FILE_CONTEXT_FILES = _MANAGERS + "FileContextBasedCheckpointFileManager"  # Spark's default, for the ablation
-STATE_STORES = "org.apache.spark.sql.execution.streaming.state.StateStore$"  # the JVM's loaded stores (a Scala object)
 
 
 def session(app_name: str = "stream-join-lab", **conf: str) -> SparkSession:
@@ -81,9 +80,15 @@ def stop(spark: SparkSession) -> None:
     kernel, `joinlab demo all`) its next run finds no SparkEnv and logs a warning with a stack.
     StateStore.stop() unloads the stores and cancels the task; a session that never ran a stateful
     query has none, and the call does nothing."""
-    state_stores = spark._jvm.java.lang.Class.forName(STATE_STORES).getField("MODULE$").get(None)
+    stores = state_stores(spark)
     spark.stop()
-    state_stores.stop()
+    stores.stop()
+
+
+def state_stores(spark: SparkSession):
+    """The JVM's StateStore object (Scala's singleton): the state stores this JVM has loaded."""
+    return spark._jvm.java.lang.Class.forName(
+        "org.apache.spark.sql.execution.streaming.state.StateStore$").getField("MODULE$").get(None)
 
 
 def executors(spark: SparkSession) -> int | None:

@@ -164,7 +164,7 @@ def test_at_info_spark_shows_everything_it_quiets_at_warn(tmp_path):
 
 STOP_SCRIPT = """
 import json, pathlib, sys
-from joinlab.spark import STATE_STORES, session, stop
+from joinlab.spark import session, state_stores, stop
 folder = pathlib.Path(sys.argv[1])
 (folder / "in").mkdir()
 (folder / "in" / "a.json").write_text("".join(json.dumps({"k": i % 3}) + "\\n" for i in range(20)))
@@ -173,7 +173,7 @@ query = (spark.readStream.schema("k int").json(str(folder / "in")).groupBy("k").
          .format("noop").outputMode("update").option("checkpointLocation", str(folder / "cp"))
          .trigger(availableNow=True).start())
 query.awaitTermination()
-stores = spark._jvm.java.lang.Class.forName(STATE_STORES).getField("MODULE$").get(None)
+stores = state_stores(spark)
 before = stores.isMaintenanceRunning()
 stop(spark)
 print(json.dumps({"before": before, "after": stores.isMaintenanceRunning()}))
