@@ -22,15 +22,15 @@ help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-15s %s\n", $$1, $$2}'
 
 # Also made again when the steps that change the installed PySpark or the venv change.
-$(STAMP): pyproject.toml joinlab/worker_bytecode.py joinlab/class_archive.py
+$(STAMP): pyproject.toml joinlab/jars.py joinlab/class_archive.py
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "Python 3.10+ is required (found " + sys.version.split()[0] + ")")'
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test,lab]'
-	$(PY) -m joinlab.worker_bytecode
+	$(PY) -m joinlab.jars
 	$(PY) -m joinlab.class_archive
 	@rm -f $(VENV)/.installed-* && touch $@
 
-install: $(STAMP) ## Create .venv and install the lab (runs by itself before every target)
+install: $(STAMP) ## Create .venv, install the lab, fetch Kafka and Spark's connector with Maven (runs by itself before every target)
 
 check-java: ## Check that Java 17+ is on PATH (Spark needs it)
 	@bash scripts/check-java.sh
@@ -55,13 +55,13 @@ interview: $(STAMP) ## Prepare a candidate workspace for PATTERN in workspace/PA
 interview-check: $(STAMP) check-java ## Grade PATTERN's SOLUTION (default: workspace/PATTERN's file, else the stub); HIDDEN=exercises/hidden adds the held-back scenarios
 	$(LAB) interview check $(PATTERN) $(if $(SOLUTION),--solution $(SOLUTION)) $(if $(HIDDEN),--hidden $(HIDDEN)) $(ARGS)
 
-broker-start: $(STAMP) ## Start the embedded Kafka-protocol broker in the background
+broker-start: $(STAMP) ## Start the embedded Apache Kafka broker in the background (data in .lab/kafka)
 	$(LAB) broker start
 
 broker-stop: $(STAMP) ## Stop the embedded broker
 	$(LAB) broker stop
 
-broker-status: $(STAMP) ## Show whether the embedded broker runs, and where
+broker-status: $(STAMP) ## Show whether the embedded broker runs, where, and its Kafka version
 	$(LAB) broker status
 
 verify: $(STAMP) ## Verify PATTERN's output topic against its batch reference
@@ -92,9 +92,10 @@ ps: $(STAMP) ## List the lab's services: state, pid, URL
 logs: $(STAMP) ## Follow the services' logs (SERVICE=spark-worker for one)
 	@$(LAB) lab logs $(if $(SERVICE),--service $(SERVICE))
 
-reset: $(STAMP) ## Stop the lab and delete its state: ./.lab (checkpoints, logs) and Compose volumes
+reset: $(STAMP) ## Stop the lab and delete its state: ./.lab (checkpoints, logs, Kafka's data; not the jars) and Compose volumes
 	-$(LAB) lab down --volumes
-	rm -rf .lab
+	$(LAB) broker stop
+	find .lab -mindepth 1 -maxdepth 1 ! -name jars -exec rm -rf {} +
 
 clean: ## Remove the virtualenv and all local lab state (.lab/)
 	-$(LAB) lab down 2>/dev/null

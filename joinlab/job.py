@@ -102,9 +102,23 @@ def configured(spark: SparkSession, job: ModuleType):
 _LAB_ERROR = re.compile(r"joinlab\.[\w.]*\.(\w+Error): (.*?)(?=\n\s*SQLSTATE|\n\tat |\n=== |\Z)", re.S)
 
 
+# Spark's Kafka source stops a query (failOnDataLoss=true) when offsets its checkpoint counts on are
+# gone: aged out by retention, or the topic deleted (and perhaps created again). Its message gives
+# the reason after "Reason:"; its first sentence names the partition and the offsets.
+_DATA_LOSS = re.compile(r"Some data may have been lost because they are not available in Kafka any more;"
+                        r".*?Reason:\s*(.*?)\.(?=\s|$)", re.S)
+
+
 def failure(exc: BaseException) -> str:
     """What a failed query says to a person: the lab's own error message where there is one (a
-    data loss, a bad checkpoint), else the first lines of Spark's."""
+    bad checkpoint), one line for a Kafka data loss, else the first lines of Spark's."""
+    loss = _DATA_LOSS.search(str(exc))
+    if loss:
+        reason = " ".join(loss.group(1).split())
+        return (f"DataLossError: records the checkpoint counts on are gone from Kafka ({reason}): they aged "
+                f"out, or the topic was deleted or recreated, so continuing would skip records. Run "
+                f"`joinlab run PATTERN --reset` to start again from what the topics hold now, or "
+                f"--fail-on-data-loss false to carry on without the lost records.")
     found = _LAB_ERROR.findall(str(exc))
     if found:
         kind, text = found[-1]

@@ -7,8 +7,8 @@ runs them), one generator thread per pattern sending at `--rate` events/s. Every
 seconds a row per pattern: state rows, RocksDB SST size (the state store's own metric), the
 checkpoint's size on disk, the lag (records on the job's input topics that it has not read yet:
 the broker's end offsets now minus the offsets of the job's last finished batch), and the
-resident memory of the JVM, of the Python processes (this one, the workers, the data-source
-runners) and of the embedded broker, each apart.
+resident memory of the Spark JVM, of the Python processes (this one, the workers) and of the
+embedded broker, each apart.
 
 Each 10-s slice is a generator call with its own seed and its event times two days (less a
 minute) after the previous slice's: longer than any pattern's waiting, windows and dedup
@@ -51,9 +51,9 @@ def _size(path: Path) -> int:
 
 class Memory(NamedTuple):
     """Resident memory (MiB) of the soak's processes, by kind. Apart because they answer different
-    questions: the JVM and the Python processes (this one, the workers, the data-source runners) must
-    level off under a steady stream; the embedded broker keeps every record in memory (no
-    retention), so it grows with what was sent."""
+    questions: the Spark JVM and the Python processes (this one, the workers) must level off under a
+    steady stream; the embedded broker is a JVM of its own (Kafka, heap at most 512 MiB) that keeps
+    its records on disk."""
     jvm: float
     python: float
     broker: float
@@ -84,7 +84,7 @@ def _offsets(value) -> dict:
 
 def read_to(progress: dict | None) -> dict[str, dict[str, int]]:
     """{topic: {partition: next offset}} the query's last finished batch read up to, over all its
-    sources (the lab connector's cluster stamp, not a topic, is left out)."""
+    sources."""
     done: dict[str, dict[str, int]] = {}
     for source in (progress or {}).get("sources", []):
         for topic, parts in _offsets(source.get("endOffset")).items():

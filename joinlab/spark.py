@@ -1,22 +1,24 @@
-"""The SparkSession every pattern uses, and the one place that decides which Kafka connector runs.
+"""The SparkSession every pattern uses, with Spark's own Kafka connector (`format("kafka")`).
 
-Jobs call `read_kafka` / `kafka_sink` and never ask which connector is behind them: Spark's
-official one when its classes are on the classpath (the Docker image), else ours (`labkafka`).
+The connector is not in the PySpark wheel: a session takes it from the jar cache that
+`make install` fills (joinlab.jars, passed as spark.jars), from PySpark's own jars folder where an
+image put it there (the Docker image), or, with $LAB_SPARK_PACKAGES=1 on a machine without Maven,
+from Spark's own resolver (spark.jars.packages).
 """
 from __future__ import annotations
 
 import contextlib
 import os
 import sys
+from pathlib import Path
 
 from pyspark import SparkContext
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import DataStreamWriter
 
-from joinlab import class_archive, logs
+from joinlab import class_archive, jars, logs
 from joinlab.config import lab_home, shuffle_partitions, spark_master
 
-OFFICIAL = "kafka"
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 # State store settings that cut a micro-batch's commit: RocksDB writes a small changelog per
 # commit instead of uploading a snapshot of its files. Not fixed by a checkpoint: an old checkpoint
@@ -65,7 +67,7 @@ def session(app_name: str = "stream-join-lab", **conf: str) -> SparkSession:
                "spark.executor.extraJavaOptions": [log_options]}
     for key, lab_options in options.items():
         builder = builder.config(key, " ".join(filter(None, [*lab_options, conf.pop(key, "")])))
-    for key, value in conf.items():
+    for key, value in {**connector_conf(), **conf}.items():
         builder = builder.config(key, value)
     starts_jvm = SparkContext._active_spark_context is None
     with logs.filter_stderr() if starts_jvm else contextlib.nullcontext():
@@ -79,8 +81,11 @@ def stop(spark: SparkSession) -> None:
     maintenance task scheduled after the session stops, and where the JVM lives on (a notebook
     kernel, `joinlab demo all`) its next run finds no SparkEnv and logs a warning with a stack.
     StateStore.stop() unloads the stores and cancels the task; a session that never ran a stateful
-    query has none, and the call does nothing."""
+    query has none, and the call does nothing. Likewise the Kafka connector keeps its producers open
+    in the JVM after the session stops, and each one logs its lost connection when the broker stops:
+    they are closed first."""
     stores = state_stores(spark)
+    kafka_producers(spark).reset()
     spark.stop()
     stores.stop()
 
@@ -89,6 +94,13 @@ def state_stores(spark: SparkSession):
     """The JVM's StateStore object (Scala's singleton): the state stores this JVM has loaded."""
     return spark._jvm.java.lang.Class.forName(
         "org.apache.spark.sql.execution.streaming.state.StateStore$").getField("MODULE$").get(None)
+
+
+def kafka_producers(spark: SparkSession):
+    """The Kafka connector's pool of cached producers in this JVM (Scala's singleton)."""
+    loader = spark._jvm.java.lang.Thread.currentThread().getContextClassLoader()
+    return loader.loadClass("org.apache.spark.sql.kafka010.producer.InternalKafkaProducerPool$") \
+        .getField("MODULE$").get(None)
 
 
 def executors(spark: SparkSession) -> int | None:
@@ -111,36 +123,24 @@ def ui_url(spark: SparkSession) -> str | None:
     return spark.sparkContext.uiWebUrl
 
 
-def kafka_format(spark: SparkSession) -> str:
-    """'kafka' when Spark's official connector is loadable, else our Python source (registered)."""
-    choice = os.environ.get("LAB_KAFKA_FORMAT")
-    if choice is None:
-        choice = OFFICIAL if _official_connector_present(spark) else "labkafka"
-    if choice != OFFICIAL:
-        from joinlab.spark_kafka import NAME, KafkaDataSource
-        if spark.conf.get("joinlab.kafka.registered", "false") != "true":
-            spark.dataSource.register(KafkaDataSource)
-            spark.conf.set("joinlab.kafka.registered", "true")
-        choice = NAME
-    return choice
-
-
-def _official_connector_present(spark: SparkSession) -> bool:
-    try:
-        spark._jvm.java.lang.Class.forName("org.apache.spark.sql.kafka010.KafkaSourceProvider")
-        return True
-    except Exception:
-        return False
+def connector_conf() -> dict[str, str]:
+    """The session settings that put Spark's Kafka connector on its classpath (none where it is
+    already in PySpark's jars folder); JarsError naming `make install` when it is nowhere."""
+    import pyspark
+    if any(Path(pyspark.__file__).parent.joinpath("jars").glob("spark-sql-kafka-0-10_*.jar")):
+        return {}
+    if os.environ.get("LAB_SPARK_PACKAGES", "").strip().lower() in ("1", "true", "yes", "on"):
+        return {"spark.jars.packages": jars.connector_coordinates()[0]}
+    return {"spark.jars": ",".join(map(str, jars.jars(jars.connector_bundle())))}
 
 
 def read_kafka(spark: SparkSession, bootstrap: str, topics: list[str], starting: str = "earliest",
                max_offsets_per_trigger: int | None = None, fail_on_data_loss: bool = True,
                **options: str) -> DataFrame:
-    """A streaming DataFrame over `topics` with the official connector's columns (`options`: more
-    source options, e.g. the lab connector's joinlab.pooling). With `fail_on_data_loss` (the
-    default) a query stops when its checkpointed offsets are gone from the broker
-    (joinlab.spark_kafka.continuity); without it, it carries on from what exists."""
-    reader = (spark.readStream.format(kafka_format(spark)).options(**options)
+    """A streaming DataFrame over `topics` (`options`: more source options). With
+    `fail_on_data_loss` (the default) a query stops when its checkpointed offsets are gone from the
+    broker (deleted, aged out, or a topic recreated); without it, it carries on from what exists."""
+    reader = (spark.readStream.format("kafka").options(**options)
               .option("kafka.bootstrap.servers", bootstrap)
               .option("subscribe", ",".join(topics))
               .option("startingOffsets", starting)
@@ -152,13 +152,13 @@ def read_kafka(spark: SparkSession, bootstrap: str, topics: list[str], starting:
 
 def read_kafka_batch(spark: SparkSession, bootstrap: str, topics: list[str]) -> DataFrame:
     """Everything currently in `topics`, as a batch DataFrame."""
-    return (spark.read.format(kafka_format(spark)).option("kafka.bootstrap.servers", bootstrap)
+    return (spark.read.format("kafka").option("kafka.bootstrap.servers", bootstrap)
             .option("subscribe", ",".join(topics)).option("startingOffsets", "earliest")
             .option("endingOffsets", "latest").load())
 
 
 def kafka_sink(df: DataFrame, bootstrap: str, checkpoint: str, **options: str) -> DataStreamWriter:
     """A writeStream to Kafka; rows carry `topic`, `key`, `value` (`options`: more sink options)."""
-    return (df.writeStream.format(kafka_format(df.sparkSession)).options(**options)
+    return (df.writeStream.format("kafka").options(**options)
             .option("kafka.bootstrap.servers", bootstrap)
             .option("checkpointLocation", checkpoint))

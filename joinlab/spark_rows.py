@@ -10,7 +10,7 @@ parsing, the same stages, in a real streaming query, with watermarks, state and 
 Why a streaming source: event-time operators run only in a streaming query. On a batch
 DataFrame Spark refuses `withWatermark` followed by chained `transformWithState`
 (CANNOT_ASSIGN_EVENT_TIME_COLUMN_WITHOUT_WATERMARK). Scala has MemoryStream for this; PySpark has
-nothing like it, so this is one on the Python Data Source API (as joinlab.spark_kafka is).
+nothing like it, so this is one on the Python Data Source API.
 
 The records arrive in `batches` chunks of their list order, one chunk per micro-batch, as a live
 job reads what has arrived between two triggers. So a test controls the micro-batch boundaries
@@ -34,10 +34,16 @@ from typing import Iterable, Sequence
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
+from pyspark.sql.types import (BinaryType, IntegerType, LongType, StringType, StructField, StructType,
+                               TimestampType)
 
-from joinlab.spark_kafka.options import read_schema
 
 NAME = "labrows"
+# The columns of Spark's Kafka source (without headers).
+KAFKA_COLUMNS = StructType([StructField("key", BinaryType()), StructField("value", BinaryType()),
+                            StructField("topic", StringType()), StructField("partition", IntegerType()),
+                            StructField("offset", LongType()), StructField("timestamp", TimestampType()),
+                            StructField("timestampType", IntegerType())])
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
@@ -92,7 +98,7 @@ class RecordsDataSource(DataSource):
         return NAME
 
     def schema(self):
-        return read_schema(include_headers=False)
+        return KAFKA_COLUMNS
 
     def streamReader(self, schema):
         return RecordsStreamReader(self.options)

@@ -1,10 +1,5 @@
-"""Plain-client Kafka helpers on kafka-python: topics, true end offsets, reading a topic whole, and
+"""Plain-client Kafka helpers on kafka-python: topics, end offsets, reading a topic whole, and
 looking at topics (`list_topics`, `tail`, `describe`: `joinlab topics list|tail`).
-
-The end-offset probe exists because the embedded broker's ListOffsets("latest") under-reports
-(it answers the first offset of the last record batch + 1). The high watermark carried in a
-fetch response is right, so we seek to the reported end - 1, fetch once and take the fetch's
-high watermark. Real Kafka gives the same answer, so one code path serves both.
 """
 from __future__ import annotations
 
@@ -74,30 +69,9 @@ def partitions_of(consumer: KafkaConsumer, topics: Iterable[str]) -> list[TopicP
     return found
 
 
-def end_offsets(consumer: KafkaConsumer, tps: list[TopicPartition],
-                timeout_s: float = 30.0) -> dict[TopicPartition, int]:
-    """The true next offset of each partition (see the module docstring for why we probe)."""
-    if not tps:
-        return {}
-    reported = consumer.end_offsets(tps)
-    beginning = consumer.beginning_offsets(tps)
-    result = {tp: reported[tp] for tp in tps}
-    to_probe = [tp for tp in tps if reported[tp] > beginning[tp]]
-    if not to_probe:
-        return result
-    consumer.assign(to_probe)
-    for tp in to_probe:
-        consumer.seek(tp, reported[tp] - 1)
-    fetched: set[TopicPartition] = set()
-    deadline = time.monotonic() + timeout_s
-    while len(fetched) < len(to_probe):
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"no fetch answer for {sorted(set(to_probe) - fetched)} in {timeout_s}s")
-        for tp, records in consumer.poll(timeout_ms=200).items():
-            if records:
-                fetched.add(tp)
-                result[tp] = max(result[tp], consumer.highwater(tp) or 0, records[-1].offset + 1)
-    return result
+def end_offsets(consumer: KafkaConsumer, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+    """The next offset of each partition (its log end)."""
+    return dict(consumer.end_offsets(tps)) if tps else {}
 
 
 def read_topics(bootstrap: str, topics: Iterable[str], timeout_s: float = 120.0) -> list[Record]:
@@ -142,7 +116,7 @@ def list_topics(bootstrap: str) -> list[TopicSize]:
     try:
         names = sorted(t for t in consumer.topics() if not t.startswith("__"))
         tps = partitions_of(consumer, names)
-        beginnings = consumer.beginning_offsets(tps) if tps else {}  # before the probe, which fetches
+        beginnings = consumer.beginning_offsets(tps) if tps else {}
         ends = end_offsets(consumer, tps)
         return [TopicSize(name, sum(1 for tp in tps if tp.topic == name),
                           sum(ends[tp] - beginnings[tp] for tp in tps if tp.topic == name)) for name in names]
@@ -165,7 +139,7 @@ def tail(bootstrap: str, topic: str, n: int = 10, from_beginning: bool = False,
             known = ", ".join(sorted(t for t in consumer.topics() if not t.startswith("__"))) or "none"
             raise NoSuchTopic(f"no topic {topic!r} at {bootstrap}; topics there: {known}")
         tps = partitions_of(consumer, [topic])
-        beginnings = consumer.beginning_offsets(tps)  # before the probe, which fetches
+        beginnings = consumer.beginning_offsets(tps)
         ends = end_offsets(consumer, tps)
         consumer.assign(tps)
         for tp in tps:

@@ -1,22 +1,25 @@
 #!/usr/bin/env bash
-# `make compose-test`: build the lab image, start the whole Compose stack, prove it works, tear it
+# `make compose-test`: build the images, start the whole Compose stack, prove it works, tear it
 # down, and print how long each step took.
 #
-#   1. build      the lab image (docker compose build)
+#   1. build      the images (docker compose build): the lab image, and with the override the Kafka one
 #   2. up         every service, waiting for every health check (up --wait), then each one's state
-#   3. token      JupyterLab refuses a request without its token and accepts one with it
-#   4. ports      every published port is bound to 127.0.0.1
-#   5. PATTERN    for tweet-views and car-pollution: the pattern's generator service sends seeded,
+#   3. kafka      Apache Kafka started (its "Kafka Server started" line) and answers on the EXTERNAL
+#                 listener, 127.0.0.1:9092 from this machine, as the stack's cluster
+#   4. token      JupyterLab refuses a request without its token and accepts one with it
+#   5. ports      every published port is bound to 127.0.0.1
+#   6. PATTERN    for tweet-views and car-pollution: the pattern's generator service sends seeded,
 #                 disordered events to Kafka; the job runs with its driver in the JupyterLab
 #                 container on the Spark master's workers until it has caught up; verify compares
 #                 its output topic with the batch reference
-#   6. down       stop and remove everything, volumes too, and check that nothing is left
+#   7. down       stop and remove everything, volumes too, and check that nothing is left
 #
-# Where apache/kafka:3.9.2 is neither here nor pullable (no registry answers), the stack runs with
-# docker-compose.no-registry.yml; without the official python base image, on the one
-# scripts/docker-engine.sh builds; without Maven Central, with KAFKA_CONNECTOR=labkafka. The build
-# trusts LAB_EXTRA_CA_BUNDLE, by default this machine's CA bundle (so it works behind the same TLS
-# interception as the host; LAB_EXTRA_CA_BUNDLE=none for no extra CA).
+# Where apache/kafka:4.1.1 is neither here nor pullable (no registry answers), the stack runs with
+# docker-compose.no-registry.yml (Kafka from an image built here, from the same Maven jars as the
+# native lab); without the official python base image, on the one scripts/docker-engine.sh builds.
+# The builds fetch jars with Maven from Maven Central (or MAVEN_REPO) and trust LAB_EXTRA_CA_BUNDLE,
+# by default this machine's CA bundle (so they work behind the same TLS interception as the host;
+# LAB_EXTRA_CA_BUNDLE=none for no extra CA). Ports 9092, 8080, 7077, 8888 and 8090 must be free.
 #
 # Exit status: 0 = all verified; 3 = no Docker engine, Compose v2 or base image here (nothing started);
 # anything else = a step failed (its output is printed, and the stack is torn down all the same).
@@ -27,7 +30,8 @@ PATTERNS=(${COMPOSE_TEST_PATTERNS:-tweet-views car-pollution})
 COUNT=${COMPOSE_TEST_COUNT:-2000}
 OFFICIAL_BASE_IMAGE=python:3.11.15-slim-bookworm
 LOCAL_BASE_IMAGE=${LOCAL_BASE_IMAGE:-stream-join-lab-base:bookworm-python3.11}
-KAFKA_IMAGE=apache/kafka:3.9.2
+KAFKA_IMAGE=apache/kafka:4.1.1  # docker-compose.yml's; tests/test_compose.py checks that they agree
+LOCAL_KAFKA_IMAGE=stream-join-lab-kafka:4.1.1  # docker-compose.no-registry.yml's
 
 say() { echo "compose-test: $*"; }
 STARTED=$(date +%s.%N)
@@ -59,7 +63,7 @@ if docker image inspect "$KAFKA_IMAGE" >/dev/null 2>&1 || timeout 60 docker pull
   say "Kafka: the official $KAFKA_IMAGE"
 else
   FILES+=(-f docker-compose.no-registry.yml)
-  say "Kafka: $KAFKA_IMAGE is not here and does not pull: the embedded broker (docker-compose.no-registry.yml)"
+  say "Kafka: $KAFKA_IMAGE is not here and does not pull: $LOCAL_KAFKA_IMAGE, built here from Maven's jars (docker-compose.no-registry.yml)"
 fi
 if docker image inspect "$OFFICIAL_BASE_IMAGE" >/dev/null 2>&1; then
   export PYTHON_IMAGE=$OFFICIAL_BASE_IMAGE
@@ -70,15 +74,6 @@ else
   exit 3
 fi
 say "base image: $PYTHON_IMAGE"
-if [ -z "${KAFKA_CONNECTOR:-}" ]; then
-  maven=${MAVEN_REPO:-https://repo1.maven.org/maven2}
-  if python3 -c "import sys, urllib.request as u; u.urlopen(sys.argv[1] + '/', timeout=10)" "$maven" 2>/dev/null; then
-    export KAFKA_CONNECTOR=official
-  else
-    export KAFKA_CONNECTOR=labkafka
-  fi
-fi
-say "Spark's Kafka connector: KAFKA_CONNECTOR=$KAFKA_CONNECTOR"
 bundle=${LAB_EXTRA_CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}
 if [ "$bundle" != none ] && [ -s "$bundle" ]; then
   export LAB_EXTRA_CA_BUNDLE=$bundle
@@ -135,9 +130,12 @@ run() {
 # --- 1. build -----------------------------------------------------------------------------------
 step_start "build"
 run build env BUILDKIT_PROGRESS=plain "${DC[@]}" build || fail "docker compose build failed"
-grep -hoE "KAFKA_CONNECTOR=labkafka: building WITHOUT[^;]*|Spark's Kafka connector loads|with-extra-ca: also trusting[^(]*" \
+# What the build said about the jars (Maven's fetches, or CACHED where nothing changed) and the CA.
+grep -hoE "fetch_jars: [^(]*|added [^ ]*spark-sql-kafka[^ ]*|Spark's Kafka connector loads|with-extra-ca: .*" \
   "$WORK/build.log" | sort -u | sed 's/^/  /'
-echo "  $(docker image ls --format '{{.Repository}}:{{.Tag}} {{.ID}} {{.Size}}' stream-join-lab:latest)"
+for image in stream-join-lab:latest $LOCAL_KAFKA_IMAGE; do
+  docker image ls --format '  {{.Repository}}:{{.Tag}} {{.ID}} {{.Size}}' "$image"
+done
 step_end
 
 bash scripts/notebooks-writable.sh
@@ -150,7 +148,18 @@ unhealthy=$("${DC[@]}" ps --format '{{.Service}} {{.Status}}' | grep -v '(health
 [ -z "$unhealthy" ] || fail "not healthy: $unhealthy"
 step_end
 
-# --- 3. token -----------------------------------------------------------------------------------
+# --- 3. kafka -----------------------------------------------------------------------------------
+step_start "Kafka: started, at 127.0.0.1:9092"
+"${DC[@]}" logs --no-color --no-log-prefix kafka >"$WORK/kafka.log" 2>&1 || fail "docker compose logs kafka failed"
+grep -m1 "Kafka Server started" "$WORK/kafka.log" | sed -e 's/\x1b\[[0-9;]*[A-Za-z]//g' -e 's/^/  /'
+grep -q "Kafka Server started" "$WORK/kafka.log" || fail "the kafka service's log has no 'Kafka Server started' line"
+cluster=$("${DC[@]}" config --format json | python3 -c 'import json, sys; print(json.load(sys.stdin)["services"]["kafka"]["environment"]["CLUSTER_ID"])') \
+  || fail "no CLUSTER_ID in the kafka service's environment"
+python3 docker/kafka/healthcheck.py 127.0.0.1:9092 --cluster-id "$cluster" | sed 's/^/  EXTERNAL listener /' \
+  || fail "Kafka's EXTERNAL listener 127.0.0.1:9092 does not answer as cluster $cluster"
+step_end
+
+# --- 4. token -----------------------------------------------------------------------------------
 step_start "JupyterLab token"
 jupyter_port=$("${DC[@]}" port jupyter 8888) || fail "jupyter publishes no port 8888"
 python3 - "$jupyter_port" "$TOKEN" <<'CHECK' || fail "the JupyterLab token check failed"
@@ -187,7 +196,7 @@ find notebooks -path 'notebooks/.Trash-*' -name 'compose-test-write-check.ipynb*
 find notebooks -depth -path 'notebooks/.Trash-*' -type d -empty -delete
 step_end
 
-# --- 4. ports -----------------------------------------------------------------------------------
+# --- 5. ports -----------------------------------------------------------------------------------
 step_start "ports on 127.0.0.1"
 ports=$("${DC[@]}" ps --format '{{.Service}} {{.Ports}}')
 printf '%s\n' "$ports" | sed 's/^/  /'
@@ -197,7 +206,7 @@ beyond=$(printf '%s\n' "$bound" | grep -v '^127\.0\.0\.1:' || true)
 [ -z "$beyond" ] || fail "published beyond this machine: $beyond"
 step_end
 
-# --- 5. the patterns, through the stack ---------------------------------------------------------
+# --- 6. the patterns, through the stack ---------------------------------------------------------
 for pattern in "${PATTERNS[@]}"; do
   step_start "$pattern: generate"
   run "gen-$pattern" "${DC[@]}" run --rm --no-deps -T "gen-$pattern" \

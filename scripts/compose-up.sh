@@ -25,8 +25,9 @@ if ! docker compose version >/dev/null 2>&1; then
 fi
 # The images the stack starts from must be here or pull: where no registry answers (and they were
 # never pulled), the native stack is the lab; `make compose-test` shows the stack running there with
-# docker-compose.no-registry.yml and a local base image (README: Run the lab with Docker).
-for image in apache/kafka:3.9.2 "${PYTHON_IMAGE:-python:3.11.15-slim-bookworm}"; do
+# docker-compose.no-registry.yml and a local base image (docs/docker.md). apache/kafka's version is
+# docker-compose.yml's (tests/test_compose.py checks that they agree).
+for image in apache/kafka:4.1.1 "${PYTHON_IMAGE:-python:3.11.15-slim-bookworm}"; do
   if ! docker image inspect "$image" >/dev/null 2>&1 && ! timeout 60 docker pull -q "$image" >/dev/null 2>&1; then
     echo "compose-up: the image $image is not here and does not pull (no registry reachable?), so no Docker stack." >&2
     exit 3
@@ -76,7 +77,7 @@ echo
 echo "Stream Join Lab is up:"
 echo "  JupyterLab        http://localhost:8888/lab?token=${token}"
 echo "  Spark master UI   http://localhost:8080   (master URL spark://spark-master:7077 inside the stack)"
-echo "  Kafka bootstrap   localhost:9092 from this machine, kafka:19092 inside the stack"
+echo "  Kafka bootstrap   127.0.0.1:9092 from this machine, kafka:19092 inside the stack"
 if [[ $profiles == *,ui,* ]]; then
   echo "  Kafka UI          http://localhost:8081"
 fi

@@ -1,14 +1,16 @@
-"""Shared fixtures: a real broker per test, one real Spark session per run, condition waits.
+"""Shared fixtures: one real Apache Kafka broker and one real Spark session per test session,
+a clean broker for every test, condition waits.
 
-`bootstrap` runs every integration test against the embedded broker (a fresh one per test: it
-starts in ~0.1 s and its memory storage isolates tests) and, where a Docker engine is reachable,
-against Apache Kafka through testcontainers where a Docker engine answers and the images can be had
-(already here, or pulled from a registry that answers); elsewhere that variant skips and says why.
+`bootstrap` hands every integration test the session's embedded Apache Kafka broker (one KRaft
+node from the jars `make install` fetched) with no topic left from an earlier test: the topics are
+deleted before each test, so a test that reuses a pattern's topic names starts from empty topics,
+and the broker's JVM starts once per session, not once per test. Tests that stop, kill or restart
+a broker start their own (test_chaos.py). The Kafka image that Compose builds runs through
+testcontainers in test_kafka_container.py.
 """
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import signal
 import subprocess
@@ -19,15 +21,15 @@ from pathlib import Path
 
 import pytest
 
+ROOT = Path(__file__).resolve().parents[1]
+# The jars `make install` fetched into the checkout's .lab/jars, whatever LAB_HOME the tests use.
+os.environ.setdefault("LAB_JARS", str(ROOT / ".lab" / "jars"))
 os.environ.setdefault("LAB_HOME", tempfile.mkdtemp(prefix="joinlab-tests-"))
 # Two state partitions, not the lab's default four: still more than one (keyed state is really
 # split), and every micro-batch of every stateful test is cheaper on a 2-core CI machine.
 os.environ.setdefault("LAB_SHUFFLE_PARTITIONS", "2")
 # No Spark web UI in tests (nobody looks at it; it costs start-up time); the lab turns it on.
 os.environ.setdefault("LAB_SPARK_UI", "false")
-
-APACHE_KAFKA_IMAGE = "apache/kafka:3.9.2"  # the tag docker-compose.yml pins
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def docker_problem() -> str | None:
@@ -41,62 +43,33 @@ def docker_problem() -> str | None:
     return None
 
 
-# How long one `docker pull` may take before the registry counts as not answering.
-PULL_TIMEOUT_S = float(os.environ.get("LAB_DOCKER_PULL_TIMEOUT_S", "120"))
+@pytest.fixture(scope="session")
+def kafka(tmp_path_factory):
+    """The session's embedded Apache Kafka broker."""
+    from joinlab.broker import EmbeddedBroker
+    with EmbeddedBroker(log_path=tmp_path_factory.mktemp("kafka") / "broker.log") as broker:
+        yield broker
 
 
-def testcontainers_images() -> list[str]:
-    """The images the Apache Kafka variant runs: the broker, and testcontainers' reaper (Ryuk)
-    unless TESTCONTAINERS_RYUK_DISABLED is set."""
-    images = [APACHE_KAFKA_IMAGE]
+@pytest.fixture
+def bootstrap(kafka):
+    """The session's broker, with every topic of earlier tests deleted."""
+    delete_all_topics(kafka.bootstrap_servers)
+    return kafka.bootstrap_servers
+
+
+def delete_all_topics(bootstrap: str, timeout_s: float = 60) -> None:
+    """Delete every topic but Kafka's own and wait until the broker lists none of them."""
+    from kafka import KafkaAdminClient
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
     try:
-        from testcontainers.core.config import testcontainers_config as config
-    except ImportError:
-        return images
-    if not config.ryuk_disabled:
-        images.append(config.ryuk_image)
-    return images
-
-
-@functools.cache
-def image_problem(image: str) -> str | None:
-    """None when `image` is in the local image store or pulls within PULL_TIMEOUT_S, else why not.
-    Asked once per test session: where no registry answers, the first pull's failure is the answer."""
-    if subprocess.run(["docker", "image", "inspect", image], capture_output=True, timeout=60).returncode == 0:
-        return None
-    try:
-        pulled = subprocess.run(["docker", "pull", "--quiet", image], capture_output=True, text=True,
-                                timeout=PULL_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        return f"`docker pull {image}` did not finish within {PULL_TIMEOUT_S:.0f}s (no container registry answers?)"
-    if pulled.returncode != 0:
-        reason = (pulled.stderr.strip().splitlines() or ["?"])[-1]
-        return f"{image} is not here and cannot be pulled (no container registry answers?): {reason}"
-    return None
-
-
-@functools.cache
-def apache_kafka_problem() -> str | None:
-    """None when the Apache Kafka variant can run here: an engine answers and its images can be had."""
-    problem = docker_problem()
-    if problem:
-        return problem
-    return next(filter(None, map(image_problem, testcontainers_images())), None)
-
-
-@pytest.fixture(params=["embedded", "apache-kafka"])
-def bootstrap(request, tmp_path):
-    if request.param == "embedded":
-        from joinlab.broker import EmbeddedBroker
-        with EmbeddedBroker(log_path=tmp_path / "broker.log") as broker:
-            yield broker.bootstrap_servers
-        return
-    problem = apache_kafka_problem()
-    if problem:
-        pytest.skip(f"Apache Kafka variant needs Docker and the {APACHE_KAFKA_IMAGE} image: {problem}")
-    from testcontainers.kafka import KafkaContainer
-    with KafkaContainer(APACHE_KAFKA_IMAGE).with_kraft() as kafka:
-        yield kafka.get_bootstrap_server()
+        names = [t for t in admin.list_topics() if not t.startswith("__")]
+        if names:
+            admin.delete_topics(names)
+        wait_for(lambda: not [t for t in admin.list_topics() if not t.startswith("__")], timeout_s,
+                 "the earlier tests' topics to be deleted")
+    finally:
+        admin.close()
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,7 @@ def _progress(batch: int, start: dict | None, end: dict, ms: int) -> dict:
     return {"batchId": batch, "numInputRows": 2 * read,  # a source scanned twice (events, dead letters)
             "durationMs": {"triggerExecution": ms, "addBatch": ms - 100},
             "sources": [{"startOffset": json.dumps(start) if start else None,
-                         "endOffset": json.dumps({"@cluster": "c", **end})}]}
+                         "endOffset": json.dumps(end)}]}
 
 
 def test_the_steady_rate_counts_the_records_read_not_spark_s_rows_per_scan():
@@ -67,3 +67,13 @@ def test_processors_that_do_nothing_stand_in_for_every_pattern_s_read_their_rows
     processor = Nothing("a stage's settings", retention=1)
     assert list(processor.handleInputRows((1,), rows(), None)) == [] and read == [0, 1, 2]
     assert TwsTester(Nothing()).test(1, [Row(user_id=1, version=1)]) == []
+
+
+def test_the_stage_alone_table_puts_each_pattern_s_whole_job_beside_its_stage_alone():
+    from joinlab.bench.batches import BatchStats
+    from joinlab.bench.micro import format_alone
+    lab = {"tweet-views": [None, BatchStats("tv", 5000, [4000], [16000])], "lottery": [None, None]}
+    alone = {"tweet-views": BatchStats("a", 4000, [2000], [10000]), "lottery": BatchStats("a", 3000, [1000], [5000])}
+    lines = format_alone({"patterns": lab, "alone": alone}).splitlines()
+    assert lines[2].split() == ["tweet-views", "4,000", "5,000", "80%"]
+    assert lines[3].split() == ["lottery", "-", "5,000", "-"]

@@ -1,4 +1,5 @@
-"""The embedded broker: readiness, clear errors, background control, and the end-offset workaround."""
+"""The embedded Apache Kafka broker: readiness, clear errors, background control, data that
+survives a restart, and retention."""
 import json
 import socket
 import subprocess
@@ -6,46 +7,59 @@ import sys
 
 import pytest
 
-from joinlab import broker
+from joinlab import broker, jars
 from joinlab.broker import BrokerError, EmbeddedBroker
 from joinlab.topics import create_topics, end_offsets, partitions_of, plain_consumer, producer, read_topics
 
 
-def test_a_taken_port_is_a_clear_error_not_a_silent_exit(tmp_path):
+def test_a_taken_port_is_a_clear_error(tmp_path):
     with socket.socket() as squatter:
         squatter.bind(("127.0.0.1", 0))
         squatter.listen()
         port = squatter.getsockname()[1]
-        with pytest.raises(BrokerError, match=f"(exited|did not answer).*Choose another port than {port}"):
-            broker.start_broker(port=port, log_path=tmp_path / "b.log", ready_timeout_s=5)
+        with pytest.raises(BrokerError, match=f"exited with code .*Choose another port than {port}"):
+            broker.start_broker(port=port, log_path=tmp_path / "b.log", data_dir=tmp_path / "kafka")
 
 
-def test_readiness_means_our_cluster_id_answers(tmp_path):
-    with EmbeddedBroker(log_path=tmp_path / "b.log") as b:
-        assert broker.answers_as(b.bootstrap_servers, b.info.cluster_id)
-        assert not broker.answers_as(b.bootstrap_servers, "someone-else")
-    assert not broker.answers_as(b.bootstrap_servers, None, timeout_s=0.5)
+def test_readiness_means_our_cluster_id_answers(kafka):
+    assert broker.answers_as(kafka.bootstrap_servers, kafka.info.cluster_id)
+    assert not broker.answers_as(kafka.bootstrap_servers, "someone-else")
 
 
-def test_a_missing_binary_says_what_to_do(monkeypatch, tmp_path):
-    monkeypatch.setenv("CALF_TANSU_BIN", str(tmp_path / "no-such-tansu"))
-    with pytest.raises(BrokerError, match="CALF_TANSU_BIN|KAFKA_BOOTSTRAP_SERVERS"):
-        broker.broker_binary()
+def test_missing_jars_say_what_to_run(monkeypatch, tmp_path):
+    monkeypatch.setenv("LAB_JARS", str(tmp_path / "empty"))
+    with pytest.raises(BrokerError, match=r"kafka 4\.\d+\.\d+ is not in the jar cache .*`make install`.*KAFKA_BOOTSTRAP_SERVERS"):
+        broker.start_broker(log_path=tmp_path / "b.log", data_dir=tmp_path / "kafka")
 
 
-def test_cli_starts_reports_and_stops_the_background_broker(tmp_path):
-    env = {"LAB_HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
+def test_cli_starts_reports_and_stops_the_background_broker_and_its_data_survives_a_restart(tmp_path):
+    env = {"LAB_HOME": str(tmp_path), "LAB_JARS": str(jars.cache()), "PATH": "/usr/bin:/bin"}
     run = lambda *args: subprocess.run([sys.executable, "-m", "joinlab", "broker", *args], env=env,
-                                       capture_output=True, text=True, timeout=60)
+                                       capture_output=True, text=True, timeout=120)
     assert run("status").returncode == 1
     started = run("start")
     assert started.returncode == 0, started.stderr
     state = json.loads((tmp_path / "broker.json").read_text())
-    assert broker.answers_as(f"127.0.0.1:{state['port']}", state["cluster_id"])
-    assert f"127.0.0.1:{state['port']}" in run("status").stdout
-    assert run("stop").returncode == 0
+    bootstrap = f"127.0.0.1:{state['port']}"
+    assert broker.answers_as(bootstrap, state["cluster_id"])
+    status = run("status").stdout
+    assert bootstrap in status and f"Apache Kafka {jars.KAFKA_VERSION}" in status and str(tmp_path / "kafka") in status
+    create_topics(bootstrap, ["kept"], partitions=1)
+    p = producer(bootstrap)
+    for i in range(10):
+        p.send("kept", value=str(i).encode())
+    p.close()
+    try:
+        assert run("stop").returncode == 0
+        assert not broker.answers_as(bootstrap, None, timeout_s=0.5)
+        assert run("start").returncode == 0  # the same log directory, port and cluster
+        again = json.loads((tmp_path / "broker.json").read_text())
+        assert (again["port"], again["cluster_id"]) == (state["port"], state["cluster_id"])
+        assert [r.value for r in read_topics(bootstrap, ["kept"])] == [str(i).encode() for i in range(10)]
+    finally:
+        assert run("stop").returncode == 0
     assert not (tmp_path / "broker.json").exists()
-    assert not broker.answers_as(f"127.0.0.1:{state['port']}", None, timeout_s=0.5)
+    assert not broker.answers_as(bootstrap, None, timeout_s=0.5)
 
 
 def test_no_broker_is_a_clear_cli_error(tmp_path):
@@ -56,7 +70,18 @@ def test_no_broker_is_a_clear_cli_error(tmp_path):
     assert "make broker-start" in done.stderr and "KAFKA_BOOTSTRAP_SERVERS" in done.stderr
 
 
-def test_end_offsets_are_true_even_where_list_offsets_under_reports(bootstrap):
+def test_topics_get_the_retention_that_bounds_the_disk(bootstrap):
+    from confluent_kafka.admin import AdminClient, ConfigResource
+    create_topics(bootstrap, ["t"], partitions=2)
+    resource = ConfigResource("topic", "t")
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept referenced until the answer is in
+    configs = admin.describe_configs([resource])[resource].result(timeout=30)
+    assert configs["retention.bytes"].value == broker.RETENTION["log.retention.bytes"]
+    assert configs["segment.bytes"].value == broker.RETENTION["log.segment.bytes"]
+    assert configs["retention.ms"].value == str(int(broker.RETENTION["log.retention.hours"]) * 3_600_000)
+
+
+def test_end_offsets_and_whole_topics(bootstrap):
     create_topics(bootstrap, ["t"], partitions=2)
     p = producer(bootstrap, linger_ms=50)
     for i in range(1000):
@@ -65,8 +90,8 @@ def test_end_offsets_are_true_even_where_list_offsets_under_reports(bootstrap):
     consumer = plain_consumer(bootstrap)
     tps = partitions_of(consumer, ["t"])
     assert {tp.partition: n for tp, n in end_offsets(consumer, tps).items()} == {0: 500, 1: 500}
-    for i in range(3):  # the same client keeps answering right as the log grows
-        p.send("t", value=b"y", partition=0)
-        p.flush()
-        assert end_offsets(consumer, tps)[tps[0]] == 501 + i
-    assert len(read_topics(bootstrap, ["t"])) == 1003
+    p.send("t", value=b"y", partition=0)
+    p.flush()
+    assert end_offsets(consumer, tps)[tps[0]] == 501
+    consumer.close()
+    assert len(read_topics(bootstrap, ["t"])) == 1001

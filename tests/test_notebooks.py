@@ -109,28 +109,26 @@ def _fresh_start(env: dict[str, str]):
 @pytest.mark.spark
 @pytest.mark.timeout(NOTEBOOK_TIMEOUT_S)
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
-def test_notebook_runs_top_to_bottom(path, tmp_path, kernel):
+def test_notebook_runs_top_to_bottom(path, tmp_path, kernel, bootstrap):
     from nbclient import NotebookClient
-    from joinlab.broker import EmbeddedBroker
 
     nb = nbformat.read(path, as_version=4)
-    with EmbeddedBroker(log_path=tmp_path / "broker.log") as broker:
-        env = {**os.environ, **SMALL, "KAFKA_BOOTSTRAP_SERVERS": broker.bootstrap_servers,
-               "LAB_HOME": str(tmp_path / "home"), "SPARK_MASTER": "local[2]", "MPLBACKEND": "Agg",
-               "PYTHONUNBUFFERED": "1"}
-        nb.cells.insert(0, _fresh_start(env))
-        client = NotebookClient(nb, km=kernel.km, timeout=CELL_TIMEOUT_S,
-                                startup_timeout=120, resources={"metadata": {"path": str(NOTEBOOKS_DIR)}},
-                                extra_arguments=["--InteractiveShell.colors=nocolor"])  # plain tracebacks
-        try:
-            client.execute(env=env)  # raises CellExecutionError with the failing cell's traceback
-        except BaseException:
-            kernel.shut_down()  # the next notebook starts in a new kernel
-            raise
-        finally:
-            if client.kc is not None:
-                client.kc.stop_channels()
-            nbformat.write(nb, tmp_path / path.name)  # the executed notebook, to look at after a failure
+    env = {**os.environ, **SMALL, "KAFKA_BOOTSTRAP_SERVERS": bootstrap,
+           "LAB_HOME": str(tmp_path / "home"), "SPARK_MASTER": "local[2]", "MPLBACKEND": "Agg",
+           "PYTHONUNBUFFERED": "1"}
+    nb.cells.insert(0, _fresh_start(env))
+    client = NotebookClient(nb, km=kernel.km, timeout=CELL_TIMEOUT_S,
+                            startup_timeout=120, resources={"metadata": {"path": str(NOTEBOOKS_DIR)}},
+                            extra_arguments=["--InteractiveShell.colors=nocolor"])  # plain tracebacks
+    try:
+        client.execute(env=env)  # raises CellExecutionError with the failing cell's traceback
+    except BaseException:
+        kernel.shut_down()  # the next notebook starts in a new kernel
+        raise
+    finally:
+        if client.kc is not None:
+            client.kc.stop_channels()
+        nbformat.write(nb, tmp_path / path.name)  # the executed notebook, to look at after a failure
     text = _text_outputs(nb)
     assert "0 mismatches (OK)" in text, f"no successful verify report in {tmp_path / path.name}:\n{text[-3000:]}"
 

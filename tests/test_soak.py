@@ -9,12 +9,12 @@ from joinlab import patterns
 from joinlab.events import parse_time
 from joinlab.soak import ENTITY_IDS, WITHIN_THE_DELAY, _shifted, lag, read_to
 
-# What the lab connector reports for a batch that took everything there was when it was planned:
-# latestOffset equals endOffset (so the progress alone always says lag 0), the cluster stamp beside.
+# What Spark's Kafka source reports for a batch (offsets as JSON per topic and partition); while the
+# batch ran more records arrived, which its progress does not show.
 PROGRESS = {"batchId": 7, "sources": [{
-    "description": "labkafka",
-    "startOffset": json.dumps({"@cluster": "joinlab-1", "users": {"0": 3, "1": 2}, "tweets": {"0": 10, "1": 8}}),
-    "endOffset": json.dumps({"@cluster": "joinlab-1", "users": {"0": 5, "1": 2}, "tweets": {"0": 12, "1": 9}}),
+    "description": "KafkaV2[Subscribe[users, tweets]]",
+    "startOffset": json.dumps({"users": {"0": 3, "1": 2}, "tweets": {"0": 10, "1": 8}}),
+    "endOffset": json.dumps({"users": {"0": 5, "1": 2}, "tweets": {"0": 12, "1": 9}}),
     "latestOffset": json.dumps({"users": {"0": 5, "1": 2}, "tweets": {"0": 12, "1": 9}}),
 }]}
 

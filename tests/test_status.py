@@ -221,56 +221,53 @@ def _listening_addresses(port: int) -> set[str]:
 
 
 def test_joinlab_run_prints_a_line_per_batch_that_matches_the_topics_and_the_ui_answers_on_loopback(
-        tmp_path):
+        tmp_path, bootstrap):
     """`joinlab run tweet-views --json` with the UI on: the lines add up to what is on the topics,
     the UI answers on 127.0.0.1 only, a quieted warning never shows, and Ctrl-C ends it cleanly."""
-    from joinlab.broker import EmbeddedBroker
     from generators.tweet_views import main as generate
-    with EmbeddedBroker(log_path=tmp_path / "broker.log") as broker:
-        bootstrap = broker.bootstrap_servers
-        generate(["--count", "300", "--seed", "3", "--malformed", "0.05", "--bootstrap", bootstrap,
-                  "--no-progress"])
-        sent = records_in(bootstrap, ["users", "tweets"])
-        env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": bootstrap, "LAB_HOME": str(tmp_path),
-               "SPARK_MASTER": "local[2]", "LAB_SPARK_UI": "true", "LAB_SPARK_LOG_LEVEL": "WARN"}
-        out, err = tmp_path / "run.out", tmp_path / "run.err"
-        with open(out, "wb") as stdout, open(err, "wb") as stderr:
-            process = subprocess.Popen([sys.executable, "-m", "joinlab", "run", "tweet-views", "--json",
-                                        "--checkpoint", str(tmp_path / "checkpoint")], cwd=ROOT, env=env,
-                                       stdout=stdout, stderr=stderr, start_new_session=True)
-            try:
-                def lines():
-                    return [json.loads(line) for line in out.read_text().splitlines()]
-                wait_for(lambda: sum(sum(b["records_in"].values()) for b in lines()) >= sent
-                         or process.poll() is not None, 480, "batches that read every input record", 0.5)
-                assert process.poll() is None, err.read_text()[-3000:]
-                url = re.search(r"Spark UI (http://\S+)", err.read_text()).group(1)
-                assert url.startswith("http://127.0.0.1:")
-                with urllib.request.urlopen(f"{url}/StreamingQuery/", timeout=30) as page:
-                    assert page.status == 200 and "tweet_views" in page.read().decode()
-                listening = _listening_addresses(int(url.rsplit(":", 1)[1]))
-                assert listening and listening <= LOOPBACK, f"the UI listens on {listening}, not 127.0.0.1 only"
-                process.send_signal(signal.SIGINT)
-                assert process.wait(timeout=60) == 0, err.read_text()[-3000:]
-            finally:
-                kill_group(process)
-        batches = lines()
-        assert [b["batch"] for b in batches] == sorted({b["batch"] for b in batches})
-        assert sum(sum(b["records_in"].values()) for b in batches) == sent
-        assert sum(b["records_out"]["tweet-views"] for b in batches) == records_in(bootstrap, ["tweet-views"]) > 0
-        assert sum(b["dead_letters"] for b in batches) == records_in(bootstrap, ["tweet-views-dlq"]) > 0
-        assert batches[-1]["state_rows"] and batches[-1]["state_rows"][0] > 0
-        assert batches[-1]["watermark"] is None  # tweet views keeps every user and tweet: no watermark
-        shown = err.read_text()
-        assert "Traceback" not in shown and "tweet-views: stopping after the running batch (Ctrl-C)" in shown, shown[-3000:]
-        for noise in ("incubator modules", "NativeCodeLoader", "Disabling AQE", "adaptive.enabled", "could not bind",
-                      "Failed to cancel job group", "doesn't contain a value",
-                      "TransformWithStateInPandas Python worker", "log4j profile"):
-            assert noise not in shown, f"{noise!r} should be quiet:\n{shown[-3000:]}"
+    generate(["--count", "300", "--seed", "3", "--malformed", "0.05", "--bootstrap", bootstrap,
+              "--no-progress"])
+    sent = records_in(bootstrap, ["users", "tweets"])
+    env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": bootstrap, "LAB_HOME": str(tmp_path),
+           "SPARK_MASTER": "local[2]", "LAB_SPARK_UI": "true", "LAB_SPARK_LOG_LEVEL": "WARN"}
+    out, err = tmp_path / "run.out", tmp_path / "run.err"
+    with open(out, "wb") as stdout, open(err, "wb") as stderr:
+        process = subprocess.Popen([sys.executable, "-m", "joinlab", "run", "tweet-views", "--json",
+                                    "--checkpoint", str(tmp_path / "checkpoint")], cwd=ROOT, env=env,
+                                   stdout=stdout, stderr=stderr, start_new_session=True)
+        try:
+            def lines():
+                return [json.loads(line) for line in out.read_text().splitlines()]
+            wait_for(lambda: sum(sum(b["records_in"].values()) for b in lines()) >= sent
+                     or process.poll() is not None, 480, "batches that read every input record", 0.5)
+            assert process.poll() is None, err.read_text()[-3000:]
+            url = re.search(r"Spark UI (http://\S+)", err.read_text()).group(1)
+            assert url.startswith("http://127.0.0.1:")
+            with urllib.request.urlopen(f"{url}/StreamingQuery/", timeout=30) as page:
+                assert page.status == 200 and "tweet_views" in page.read().decode()
+            listening = _listening_addresses(int(url.rsplit(":", 1)[1]))
+            assert listening and listening <= LOOPBACK, f"the UI listens on {listening}, not 127.0.0.1 only"
+            process.send_signal(signal.SIGINT)
+            assert process.wait(timeout=60) == 0, err.read_text()[-3000:]
+        finally:
+            kill_group(process)
+    batches = lines()
+    assert [b["batch"] for b in batches] == sorted({b["batch"] for b in batches})
+    assert sum(sum(b["records_in"].values()) for b in batches) == sent
+    assert sum(b["records_out"]["tweet-views"] for b in batches) == records_in(bootstrap, ["tweet-views"]) > 0
+    assert sum(b["dead_letters"] for b in batches) == records_in(bootstrap, ["tweet-views-dlq"]) > 0
+    assert batches[-1]["state_rows"] and batches[-1]["state_rows"][0] > 0
+    assert batches[-1]["watermark"] is None  # tweet views keeps every user and tweet: no watermark
+    shown = err.read_text()
+    assert "Traceback" not in shown and "tweet-views: stopping after the running batch (Ctrl-C)" in shown, shown[-3000:]
+    for noise in ("incubator modules", "NativeCodeLoader", "Disabling AQE", "adaptive.enabled", "could not bind",
+                  "Failed to cancel job group", "doesn't contain a value",
+                  "TransformWithStateInPandas Python worker", "log4j profile"):
+        assert noise not in shown, f"{noise!r} should be quiet:\n{shown[-3000:]}"
 
 
 @pytest.mark.spark
-def test_a_stop_waits_for_the_running_batch_so_none_is_left_half_done(spark, tmp_path):
+def test_a_stop_waits_for_the_running_batch_so_none_is_left_half_done(spark, bootstrap, tmp_path):
     """Ctrl-C in `joinlab run`, a notebook's lab.stop() and the bench stop a query between batches:
     caught while a batch runs (its offsets logged, its commit not yet), the stop lets it commit, so
     no batch's tasks are cancelled (each cancelled write logs its abort with a stack) and none is
@@ -279,7 +276,6 @@ def test_a_stop_waits_for_the_running_batch_so_none_is_left_half_done(spark, tmp
     batches take less than the trigger, so one ends well before the next."""
     from jobs import tweet_views
     from joinlab import job as runner
-    from joinlab.broker import EmbeddedBroker
     from joinlab.generate import send
     from joinlab.topics import create_topics
     from generators.tweet_views import generate as tweet_views_events
@@ -289,17 +285,15 @@ def test_a_stop_waits_for_the_running_batch_so_none_is_left_half_done(spark, tmp
     def planned() -> set[int]:
         return {int(p.name) for p in (checkpoint / "offsets").glob("[0-9]*")}
 
-    with EmbeddedBroker(log_path=tmp_path / "broker.log") as broker:
-        bootstrap = broker.bootstrap_servers
-        create_topics(bootstrap, tweet_views.INPUT_TOPICS + tweet_views.OUTPUT_TOPICS)
-        send(bootstrap, tweet_views_events(5, 600), progress=False)
-        query = runner.start(spark, tweet_views, bootstrap, str(checkpoint), max_offsets_per_trigger=150,
-                             trigger_interval="3 seconds")
-        try:
-            wait_for(lambda: {b for b in planned() - committed_batches(checkpoint) if b >= 1}, 240,
-                     "a batch after the first planned and not yet committed", interval_s=0.02)
-            runner.stop_between_batches(query, timeout_s=60)
-        finally:
-            query.stop()
-        assert not query.isActive
-        assert planned() == committed_batches(checkpoint), "a batch was stopped half done"
+    create_topics(bootstrap, tweet_views.INPUT_TOPICS + tweet_views.OUTPUT_TOPICS)
+    send(bootstrap, tweet_views_events(5, 600), progress=False)
+    query = runner.start(spark, tweet_views, bootstrap, str(checkpoint), max_offsets_per_trigger=150,
+                         trigger_interval="3 seconds")
+    try:
+        wait_for(lambda: {b for b in planned() - committed_batches(checkpoint) if b >= 1}, 240,
+                 "a batch after the first planned and not yet committed", interval_s=0.02)
+        runner.stop_between_batches(query, timeout_s=60)
+    finally:
+        query.stop()
+    assert not query.isActive
+    assert planned() == committed_batches(checkpoint), "a batch was stopped half done"

@@ -172,3 +172,38 @@ def run_job(spark, job: ModuleType, bootstrap: str, checkpoint: Path, per_trigge
     """The whole job, as `joinlab run` builds it, `per_trigger` records per batch, availableNow."""
     return run_batches(label, lambda: _start(spark, job, lambda raw: (job.build(raw, solution), True), bootstrap,
                                              checkpoint, per_trigger, options or {}, conf or {}), timeout_s)
+
+
+# --- The stage alone: the job's build() on the same records from files, to a noop sink -----------
+
+def run_stage_alone(spark, job: ModuleType, bootstrap: str, work: Path, per_trigger: int, label: str,
+                    timeout_s: float) -> BatchStats:
+    """The job's own build() (parsing, its transformWithState stages) on the records its topics hold
+    now, read from Parquet files of `per_trigger` records each (one file per trigger, in arrival
+    order) and written to a noop sink: the job without Kafka, so that the whole job's rate beside
+    it shows what reading and writing Kafka costs."""
+    import os
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from joinlab.job import configured
+    from joinlab.spark import read_kafka_batch
+    from joinlab.spark_rows import KAFKA_COLUMNS
+    records = (read_kafka_batch(spark, bootstrap, job.INPUT_TOPICS).select(*KAFKA_COLUMNS.fieldNames())
+               .orderBy("timestamp", "topic", "partition", "offset").toArrow())
+    files = work / "files"
+    files.mkdir(parents=True, exist_ok=True)
+    sizes = []
+    for n, start in enumerate(range(0, records.num_rows, per_trigger)):
+        path = files / f"part-{n:05d}.parquet"
+        pq.write_table(records.slice(start, per_trigger), path)
+        os.utime(path, (1_000_000 + n, 1_000_000 + n))  # the file source reads files in modification order
+        sizes.append(min(per_trigger, records.num_rows - start))
+    raw = spark.readStream.schema(KAFKA_COLUMNS).option("maxFilesPerTrigger", 1).parquet(str(files))
+
+    def start():
+        with configured(spark, job):
+            return _noop(job.build(raw), work / "checkpoint").outputMode("append").trigger(availableNow=True).start()
+
+    stats = run_batches(label, start, timeout_s)
+    stats.rows = sizes[1:len(stats.batch_ms) + 1]  # a file source's offsets count files, not records
+    return stats

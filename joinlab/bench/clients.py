@@ -35,8 +35,7 @@ def produce_events(bootstrap: str, records: list[Record]) -> tuple[Measurement, 
 # --- Step 1: raw clients -----------------------------------------------------------------------
 
 def _confluent_settings(bootstrap: str) -> dict:
-    """As the lab's Spark source configures its executor consumers (spark_kafka/fetch.py), so the
-    'Spark source vs confluent raw' ratio compares the same client doing the same reads."""
+    """A plain librdkafka consumer reading whole topics from assigned partitions."""
     return {"bootstrap.servers": bootstrap, "group.id": "joinlab-bench", "enable.auto.commit": False,
             "enable.auto.offset.store": False, "auto.offset.reset": "error",
             "fetch.wait.max.ms": 50, "queued.max.messages.kbytes": 65536}

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from joinlab.bench.batches import BatchStats, PHASES, run_job, run_pipeline, stage_pipelines
+from joinlab.bench.batches import BatchStats, PHASES, run_job, run_pipeline, run_stage_alone, stage_pipelines
 from joinlab.bench.step import log
 from joinlab.spark import CHECKPOINT_FILES, FILE_CONTEXT_FILES, STATE_STORE_CONF
 
@@ -33,10 +33,6 @@ class Change:
 
 
 CHANGES = [
-    Change("Kafka clients pooled per worker", {"joinlab.pooling": "false"}, {}, steady=False),
-    Change("small ranges share a read task", {"joinlab.taskRecords": "0"}, {}, steady=False),
-    Change("reads never wait at the broker (fetch.max.wait.ms 1 vs 50)", {"kafka.fetch.max.wait.ms": "50"}, {},
-           steady=False),
     Change("tweet views: state per key, not per event", {}, {}, per_event=True),
     Change("RocksDB changelog checkpointing", {}, {CHANGELOG: "false"}),
     Change("checkpoint files through FileSystem, not FileContext", {}, {CHECKPOINT_FILES: FILE_CONTEXT_FILES},
@@ -58,14 +54,15 @@ def _setup(bootstrap: str, pattern: str, seed: int, tiny: int, steady: int):
 
 def measure(spark, bootstrap: str, seed: int, work: Path, tiny: int, steady: int, ablation: bool,
             timeout_s: float) -> dict:
-    """{"patterns": {pattern: [tiny, steady]}, "ceiling": {pattern: [tiny, steady]}, "stages": [BatchStats],
-    "ablation": [(label, tiny, steady)]}. The ceiling is each job with processors that do nothing
-    (joinlab.bench.ceiling), on the same events."""
+    """{"patterns": {pattern: [tiny, steady]}, "ceiling": {pattern: [tiny, steady]}, "alone": {pattern:
+    steady}, "stages": [BatchStats], "ablation": [(label, tiny, steady)]}. The ceiling is each job with
+    processors that do nothing (joinlab.bench.ceiling), on the same events; "alone" is each job's
+    build() on the same events from files, to a noop sink (batches.run_stage_alone)."""
     from jobs import tweet_views
     from joinlab import patterns
     from joinlab.bench import per_event
     from joinlab.generate import send
-    out: dict = {"patterns": {}, "ceiling": {}, "stages": [], "ablation": []}
+    out: dict = {"patterns": {}, "ceiling": {}, "alone": {}, "stages": [], "ablation": []}
     rest = {}
     for pattern in patterns.PATTERNS:
         rest[pattern] = _setup(bootstrap, pattern, seed, tiny, steady)
@@ -91,6 +88,9 @@ def measure(spark, bootstrap: str, seed: int, work: Path, tiny: int, steady: int
         job = patterns.job(pattern)
         out["patterns"][pattern][1], out["ceiling"][pattern][1] = _with_ceiling(
             spark, job, pattern, bootstrap, work, "steady", STEADY_PER_TRIGGER, timeout_s)
+        log(f"step 6 {pattern}, stage alone: steady batches ({STEADY_PER_TRIGGER} per trigger, from files)")
+        out["alone"][pattern] = run_stage_alone(spark, job, bootstrap, work / f"{pattern}-alone", STEADY_PER_TRIGGER,
+                                                f"{pattern}, stage alone", timeout_s)
     for row in out["ablation"]:
         change = row[3]
         if change is None:
@@ -142,6 +142,8 @@ def format_micro(out: dict) -> str:
                      f"{_ms(big.first_ms if big else None):>11}")
     if out.get("ceiling"):
         lines += ["", format_ceiling(out)]
+    if out.get("alone"):
+        lines += ["", format_alone(out)]
     lines += ["", "Where a tiny batch's time goes (tweet views; median ms; phases are Spark's durationMs, "
                   "state = the transformWithState operator's own timers)",
               f"  {'pipeline':<46} {'batch':>6} " + " ".join(f"{p:>13}" for p in PHASES)
@@ -185,6 +187,23 @@ def format_ceiling(out: dict) -> str:
                      f"{_ms(tiny_target):>7} {_ms(lab_big.rate if lab_big else None):>16} "
                      f"{_ms(big.rate if big else None):>8} {_ms(steady_target):>7}")
     return "\n".join(lines)
+
+
+def format_alone(out: dict) -> str:
+    """Each pattern's whole job (Kafka in, Kafka out) beside its stage alone (the same build() on
+    the same events from files, to a noop sink), steady batches."""
+    lines = [f"The whole job against its stage alone (steady, {STEADY_PER_TRIGGER:,} per trigger; stage alone = the "
+             f"job's build() on the same events read from files, to a noop sink)",
+             f"  {'pattern':<18} {'whole job ev/s':>14} {'stage alone ev/s':>16} {'whole / alone':>13}"]
+    for pattern, alone in out["alone"].items():
+        whole = out["patterns"][pattern][1]
+        lines.append(f"  {pattern:<18} {_ms(whole.rate if whole else None):>14} {_ms(alone.rate):>16} "
+                     f"{_percent(whole.rate if whole else None, alone.rate):>13}")
+    return "\n".join(lines)
+
+
+def _percent(a, b) -> str:
+    return "-" if not a or not b else f"{100 * a / b:.0f}%"
 
 
 def _stage_line(label: str, s: BatchStats) -> str:

@@ -50,9 +50,9 @@ def _broker(args: argparse.Namespace, stack: ExitStack) -> tuple[str, str]:
     if given:
         return given, f"the bootstrap given ({given})"
     from joinlab.broker import EmbeddedBroker
-    log("starting an embedded Tansu broker for this run")
+    log("starting an embedded Apache Kafka broker for this run")
     broker = stack.enter_context(EmbeddedBroker())
-    return broker.bootstrap_servers, f"embedded Tansu (in memory, {broker.bootstrap_servers})"
+    return broker.bootstrap_servers, f"embedded Apache Kafka {broker.info.version} ({broker.bootstrap_servers})"
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -94,8 +94,7 @@ def _spark(stack: ExitStack):
     spark, stop_spark = start_spark()
     if stop_spark:
         stack.callback(spark.stop)
-    from joinlab.spark import kafka_format
-    return spark, kafka_format(spark)
+    return spark, "kafka"
 
 
 def _steps_1_to_5(args: argparse.Namespace, stack: ExitStack, bootstrap: str, work, rows: list):

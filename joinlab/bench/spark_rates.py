@@ -69,11 +69,10 @@ def _run_to_end(query, timeout_s: float, what: str) -> float:
 def warm_up(spark, bootstrap: str, ranges: Ranges, timeout_s: float) -> None:
     """A tiny SQL job and a tiny Kafka batch read (10 records per partition): JVM start-up, JIT,
     the Kafka format's registration and the Python workers are then not in the measurements."""
-    from joinlab.spark import kafka_format
 
     def tiny():
         spark.range(1000).selectExpr("sum(id)").collect()
-        return (spark.read.format(kafka_format(spark)).option("kafka.bootstrap.servers", bootstrap)
+        return (spark.read.format("kafka").option("kafka.bootstrap.servers", bootstrap)
                 .option("subscribe", ",".join(INPUT_TOPICS))
                 .option("startingOffsets", offsets_json(ranges, lambda b, e: b))
                 .option("endingOffsets", offsets_json(ranges, lambda b, e: min(e, b + 10)))

@@ -1,11 +1,11 @@
-"""The lab's Spark Kafka source and sink against a real broker and real Spark."""
+"""The lab's Kafka reads and writes (`joinlab.spark`: Spark's own connector) against Apache Kafka and real Spark."""
 import contextlib
 import json
 
 import pytest
 from pyspark.sql import functions as F
 
-from joinlab.spark import kafka_format, read_kafka, read_kafka_batch
+from joinlab.spark import read_kafka, read_kafka_batch
 from joinlab.topics import create_topics, producer, read_topics
 
 pytestmark = pytest.mark.spark
@@ -31,7 +31,7 @@ def test_batch_read_has_the_official_columns_and_every_record(spark, bootstrap):
 
 def test_headers_and_explicit_starting_offsets(spark, bootstrap):
     produce(bootstrap, "in", 30, partitions=1, headers=True)
-    df = (spark.read.format(kafka_format(spark)).option("kafka.bootstrap.servers", bootstrap)
+    df = (spark.read.format("kafka").option("kafka.bootstrap.servers", bootstrap)
           .option("subscribe", "in").option("includeHeaders", "true")
           .option("startingOffsets", '{"in": {"0": 25}}').load())
     rows = df.orderBy("offset").collect()
@@ -44,7 +44,7 @@ def test_stream_rate_limit_makes_several_batches_and_the_sink_writes_them_all(sp
     create_topics(bootstrap, ["out"])
     stream = read_kafka(spark, bootstrap, ["in"], max_offsets_per_trigger=250)
     query = (stream.select(F.lit("out").alias("topic"), "key", "value").writeStream
-             .format(kafka_format(spark)).option("kafka.bootstrap.servers", bootstrap)
+             .format("kafka").option("kafka.bootstrap.servers", bootstrap)
              .option("checkpointLocation", str(tmp_path / "cp")).trigger(availableNow=True).start())
     query.awaitTermination()
     assert query.exception() is None
@@ -57,17 +57,17 @@ def test_stream_rate_limit_makes_several_batches_and_the_sink_writes_them_all(sp
 def test_sink_topic_option_and_a_clear_error_without_any_topic(spark, bootstrap):
     create_topics(bootstrap, ["dest"])
     df = spark.createDataFrame([("k1", "v1"), ("k2", "v2")], "key string, value string")
-    (df.write.format(kafka_format(spark)).option("kafka.bootstrap.servers", bootstrap)
+    (df.write.format("kafka").option("kafka.bootstrap.servers", bootstrap)
      .option("topic", "dest").mode("append").save())
     assert sorted(r.value for r in read_topics(bootstrap, ["dest"])) == [b"v1", b"v2"]
-    with pytest.raises(Exception, match="'topic' column or the 'topic' option"):
-        df.write.format(kafka_format(spark)).option("kafka.bootstrap.servers", bootstrap).mode("append").save()
+    with pytest.raises(Exception, match="topic option required when no 'topic' attribute is present"):
+        df.write.format("kafka").option("kafka.bootstrap.servers", bootstrap).mode("append").save()
 
 
 def _copy_in_to_out(spark, bootstrap, checkpoint, fail_on_data_loss=True):
     create_topics(bootstrap, ["out"])
     query = (read_kafka(spark, bootstrap, ["in"], fail_on_data_loss=fail_on_data_loss)
-             .select(F.lit("out").alias("topic"), "key", "value").writeStream.format(kafka_format(spark))
+             .select(F.lit("out").alias("topic"), "key", "value").writeStream.format("kafka")
              .option("kafka.bootstrap.servers", bootstrap).option("checkpointLocation", str(checkpoint))
              .trigger(availableNow=True).start())
     with contextlib.suppress(Exception):  # the caller asserts on query.exception()
@@ -75,29 +75,28 @@ def _copy_in_to_out(spark, bootstrap, checkpoint, fail_on_data_loss=True):
     return query
 
 
-def test_a_checkpoint_from_a_restarted_broker_fails_loudly_or_carries_on_from_what_exists(spark, tmp_path):
-    """The embedded broker keeps topics in memory: after a restart the checkpoint's offsets point
-    past the new log (or at other records). The query must stop and say so (failOnDataLoss=true),
-    or, with failOnDataLoss=false, read every record the new broker holds, exactly once."""
-    from joinlab.broker import EmbeddedBroker
+def test_a_recreated_topic_fails_loudly_in_one_line_or_carries_on_from_what_exists(spark, bootstrap, tmp_path):
+    """After `in` is deleted and created again with fewer records, the checkpoint's offsets point
+    past its log. The query must stop and `joinlab.job.failure` says so in one line naming the
+    partition, the offsets and --reset (failOnDataLoss=true), or, with failOnDataLoss=false, it
+    reads on from what exists."""
+    from kafka import KafkaAdminClient
     from joinlab.job import failure
+    from tests.conftest import wait_for
     checkpoint = tmp_path / "cp"
-    with EmbeddedBroker(log_path=tmp_path / "a.log") as first:
-        produce(first.bootstrap_servers, "in", 30)
-        assert _copy_in_to_out(spark, first.bootstrap_servers, checkpoint).exception() is None
-        first_cluster = first.info.cluster_id
-    with EmbeddedBroker(log_path=tmp_path / "b.log") as second:
-        produce(second.bootstrap_servers, "in", 12, partitions=2)
-        query = _copy_in_to_out(spark, second.bootstrap_servers, checkpoint)
-        text = failure(query.exception())
-        assert text.startswith("DataLossError: The checkpoint's Kafka offsets are not in the broker's log")
-        assert f"made against broker cluster {first_cluster}; the broker now answering is cluster " \
-               f"{second.info.cluster_id}" in text
-        assert "topic in partition 0: checkpointed offset 10, but the partition now ends at offset 6" in text
-        assert "topic in partition 2: checkpointed offset 10, but the partition no longer exists" in text
-        assert "--reset" in text and "\tat " not in text
-        assert read_topics(second.bootstrap_servers, ["out"]) == []
+    produce(bootstrap, "in", 30)
+    assert _copy_in_to_out(spark, bootstrap, checkpoint).exception() is None
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.delete_topics(["in"])
+    wait_for(lambda: "in" not in admin.list_topics(), 60, "'in' to be deleted")
+    admin.close()
+    produce(bootstrap, "in", 6)
+    before = len(read_topics(bootstrap, ["out"]))
+    query = _copy_in_to_out(spark, bootstrap, checkpoint)
+    text = failure(query.exception())
+    assert text.startswith("DataLossError: records the checkpoint counts on are gone from Kafka (Partition in-")
+    assert "offset was changed from 10 to 2" in text and "--reset" in text and "\n" not in text
+    assert len(read_topics(bootstrap, ["out"])) == before
 
-        assert _copy_in_to_out(spark, second.bootstrap_servers, checkpoint, fail_on_data_loss=False).exception() is None
-        out = read_topics(second.bootstrap_servers, ["out"])
-        assert sorted(json.loads(r.value)["i"] for r in out) == list(range(12))
+    assert _copy_in_to_out(spark, bootstrap, checkpoint, fail_on_data_loss=False).exception() is None
+    assert len(read_topics(bootstrap, ["out"])) == before  # nothing past the checkpoint's offsets yet
