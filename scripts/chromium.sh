@@ -12,18 +12,8 @@
 # Exit status: 0 when a Chromium that starts is on PATH; 1 otherwise, with the reason.
 set -uo pipefail
 
-say() { echo "chromium: $*"; }
-fail() { echo "chromium: FAILED: $*" >&2; exit 1; }
-
-SUDO=
-if [ "$(id -u)" != 0 ]; then
-  if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then SUDO=sudo
-  else NEED_ROOT=1; fi
-fi
-as_root() {
-  [ -n "${NEED_ROOT:-}" ] && fail "'$*' needs root (run as root, or with passwordless sudo)"
-  $SUDO "$@"
-}
+SCRIPT=chromium
+. "$(dirname "${BASH_SOURCE[0]}")/as-root.sh"
 
 # The names tests/chromium.py looks for, in its order.
 found() { command -v chromium || command -v chromium-browser || command -v google-chrome; }

@@ -29,18 +29,8 @@ DOCKERD_PID=/var/run/joinlab-dockerd.pid
 PLUGIN_DIR=/usr/local/lib/docker/cli-plugins
 PULL_TIMEOUT_S=${PULL_TIMEOUT_S:-60}
 
-say() { echo "docker-engine: $*"; }
-fail() { echo "docker-engine: FAILED: $*" >&2; exit 1; }
-
-SUDO=
-if [ "$(id -u)" != 0 ]; then
-  if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then SUDO=sudo
-  else NEED_ROOT=1; fi
-fi
-as_root() {
-  [ -n "${NEED_ROOT:-}" ] && fail "'$*' needs root (run as root, or with passwordless sudo)"
-  $SUDO "$@"
-}
+SCRIPT=docker-engine
+. scripts/as-root.sh
 
 engine_answers() { docker info >/dev/null 2>&1; }
 
