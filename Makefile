@@ -31,43 +31,44 @@ $(STAMP): pyproject.toml joinlab/jars.py joinlab/class_archive.py
 	@rm -f $(VENV)/.installed-* && touch $@
 
 install: $(STAMP) ## Create .venv, install the lab, fetch Kafka and Spark's connector with Maven (runs by itself before every target)
+	@$(PY) -m joinlab.jars --check >/dev/null 2>&1 || $(PY) -m joinlab.jars
 
 check-java: ## Check that Java 17+ is on PATH (Spark needs it)
 	@bash scripts/check-java.sh
 
-demo: $(STAMP) check-java ## Run PATTERN (default tweet-views) end to end on the embedded broker and verify it
+demo: install check-java ## Run PATTERN (default tweet-views) end to end on the embedded broker and verify it
 	$(LAB) demo $(PATTERN)
 
-test: $(STAMP) check-java ## Run the whole test suite (unit + real broker + real Spark)
+test: install check-java ## Run the whole test suite (unit + real broker + real Spark)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 SOAK_MINUTES ?= 10
 SOAK_RATE ?= 20
-soak: $(STAMP) check-java ## Every pattern at SOAK_RATE events/s for SOAK_MINUTES (default 10): state, memory, lag, verified
+soak: install check-java ## Every pattern at SOAK_RATE events/s for SOAK_MINUTES (default 10): state, memory, lag, verified
 	$(PY) -m joinlab.soak --minutes $(SOAK_MINUTES) --rate $(SOAK_RATE) $(ARGS)
 
-bench: $(STAMP) check-java ## Print the benchmark table (client, Spark source, job, plain Python, latency)
+bench: install check-java ## Print the benchmark table (client, Spark source, job, plain Python, latency)
 	$(LAB) bench $(ARGS)
 
-interview: $(STAMP) ## Prepare a candidate workspace for PATTERN in workspace/PATTERN (no solution in it) and say what next
+interview: install ## Prepare a candidate workspace for PATTERN in workspace/PATTERN (no solution in it) and say what next
 	$(LAB) interview pack $(PATTERN) $(ARGS)
 
-interview-check: $(STAMP) check-java ## Grade PATTERN's SOLUTION (default: workspace/PATTERN's file, else the stub); HIDDEN=exercises/hidden adds the held-back scenarios
+interview-check: install check-java ## Grade PATTERN's SOLUTION (default: workspace/PATTERN's file, else the stub); HIDDEN=exercises/hidden adds the held-back scenarios
 	$(LAB) interview check $(PATTERN) $(if $(SOLUTION),--solution $(SOLUTION)) $(if $(HIDDEN),--hidden $(HIDDEN)) $(ARGS)
 
-broker-start: $(STAMP) ## Start the embedded Apache Kafka broker in the background (data in .lab/kafka)
+broker-start: install ## Start the embedded Apache Kafka broker in the background (data in .lab/kafka)
 	$(LAB) broker start
 
-broker-stop: $(STAMP) ## Stop the embedded broker
+broker-stop: install ## Stop the embedded broker
 	$(LAB) broker stop
 
-broker-status: $(STAMP) ## Show whether the embedded broker runs, where, and its Kafka version
+broker-status: install ## Show whether the embedded broker runs, where, and its Kafka version
 	$(LAB) broker status
 
-verify: $(STAMP) ## Verify PATTERN's output topic against its batch reference
+verify: install ## Verify PATTERN's output topic against its batch reference
 	$(LAB) verify $(PATTERN)
 
-up: $(STAMP) ## Start the lab: Docker Compose if Docker runs (ARGS="--scale spark-worker=2"), else up-native
+up: install ## Start the lab: Docker Compose if Docker runs (ARGS="--scale spark-worker=2"), else up-native
 	@bash scripts/compose-up.sh $(ARGS); status=$$?; \
 	if [ $$status -eq 0 ]; then mkdir -p "$${LAB_HOME:-.lab}" && echo compose > "$${LAB_HOME:-.lab}/stack"; \
 	elif [ $$status -eq 3 ]; then echo "make up: falling back to the same lab as local processes (make up-native)"; \
@@ -80,19 +81,19 @@ compose-test: ## Build the image, start the Compose stack, run 2 patterns throug
 docker-engine: ## Linux without Docker Desktop: install + start Docker, Compose v2, a local base image (root)
 	@bash scripts/docker-engine.sh
 
-up-native: $(STAMP) check-java ## Start broker, topics, Spark master + worker, JupyterLab as local processes (GENERATORS=1 adds generators)
+up-native: install check-java ## Start broker, topics, Spark master + worker, JupyterLab as local processes (GENERATORS=1 adds generators)
 	$(LAB) lab up $(NATIVE_FLAGS)
 
-down: $(STAMP) ## Stop whichever lab `make up` started (Compose or native) and wait until it is gone
+down: install ## Stop whichever lab `make up` started (Compose or native) and wait until it is gone
 	$(LAB) lab down
 
-ps: $(STAMP) ## List the lab's services: state, pid, URL
+ps: install ## List the lab's services: state, pid, URL
 	@$(LAB) lab ps
 
-logs: $(STAMP) ## Follow the services' logs (SERVICE=spark-worker for one)
+logs: install ## Follow the services' logs (SERVICE=spark-worker for one)
 	@$(LAB) lab logs $(if $(SERVICE),--service $(SERVICE))
 
-reset: $(STAMP) ## Stop the lab and delete its state: ./.lab (checkpoints, logs, Kafka's data; not the jars) and Compose volumes
+reset: install ## Stop the lab and delete its state: ./.lab (checkpoints, logs, Kafka's data; not the jars) and Compose volumes
 	-$(LAB) lab down --volumes
 	$(LAB) broker stop
 	find .lab -mindepth 1 -maxdepth 1 ! -name jars -exec rm -rf {} +
