@@ -72,6 +72,9 @@ QUIET_EVENTS = [
     Quiet("org.apache.spark.storage.BlockManagerMasterEndpoint",
           r".*(No more replicas available for .*|Error trying to remove .* from block manager .*)",
           "the lost executor's cached blocks (broadcast pieces) are gone with it; Spark cleans up the rest"),
+    Quiet("org.apache.spark.sql.kafka010.KafkaOffsetReaderAdmin", r".*Error in attempt \d+ getting Kafka offsets.*",
+          "an end-offset request that Spark's Kafka source retries (with a stack), e.g. for a topic being "
+          "recreated; a retry that fails for good stops the query with its own error"),
     Quiet("org.apache.spark.sql.avro.AvroSerializer", r".*(nullable Avro schema|nullable catalyst schema).*",
           "Avro-encoded state (money enrichment): Spark's own state schemas differ in nullability from "
           "their Avro form, every store, every batch; the lab's state values are all nullable"),
