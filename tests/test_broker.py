@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from joinlab import broker, jars
-from joinlab.broker import BrokerError, EmbeddedBroker
+from joinlab.broker import BrokerError
 from joinlab.topics import create_topics, end_offsets, partitions_of, plain_consumer, producer, read_topics
 
 

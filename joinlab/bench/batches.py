@@ -183,7 +183,6 @@ def run_stage_alone(spark, job: ModuleType, bootstrap: str, work: Path, per_trig
     order) and written to a noop sink: the job without Kafka, so that the whole job's rate beside
     it shows what reading and writing Kafka costs."""
     import os
-    import pyarrow as pa
     import pyarrow.parquet as pq
     from joinlab.job import configured
     from joinlab.spark import read_kafka_batch
