@@ -8,7 +8,7 @@ run from the jars `make install` fetched (joinlab.jars).
 
 Readiness is a metadata request that answers with this node's cluster id, so a port held by
 another broker is never taken for ours. Retention keeps a long-running lab on a disk budget:
-RETENTION below, docs/operations.md.
+RETENTION below, docs/kafka.md.
 """
 from __future__ import annotations
 
@@ -282,8 +282,11 @@ def running_broker() -> BrokerInfo | None:
     return None
 
 
-def _free(port: int) -> bool:
+def bindable(port: int) -> bool:
+    """Whether a server could listen on `port` now (SO_REUSEADDR, as servers do: a connection of a
+    stopped server in TIME_WAIT does not own the port)."""
     with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((HOST, port))
         except OSError:
@@ -299,9 +302,9 @@ def start_background(port: int | None = None) -> BrokerInfo:
         return info
     data_dir = lab_home() / "kafka"
     last = json.loads((data_dir / PORTS).read_text()) if (data_dir / PORTS).is_file() else {}
-    if port is None and last.get("port") and _free(last["port"]):
+    if port is None and last.get("port") and bindable(last["port"]):
         port = last["port"]
-    controller = last.get("controller_port") if last.get("controller_port") and _free(last["controller_port"]) else None
+    controller = last.get("controller_port") if last.get("controller_port") and bindable(last["controller_port"]) else None
     _, info = start_broker(port, detach=True, data_dir=data_dir, controller_port=controller)
     (data_dir / PORTS).write_text(json.dumps({"port": info.port, "controller_port": info.controller_port}))
     _state_file().write_text(json.dumps(asdict(info)))

@@ -10,10 +10,10 @@ import os
 import re
 import secrets
 import shutil
-import socket
 from dataclasses import dataclass
 from pathlib import Path
 
+from joinlab.broker import bindable
 from joinlab.stack.procs import StackError
 
 HOST = "127.0.0.1"
@@ -72,15 +72,7 @@ def port(key: str) -> int:
     return int(text)
 
 
-def _bindable(number: int) -> bool:
-    """Whether a server could listen there now (SO_REUSEADDR, as servers do: TIME_WAIT is no owner)."""
-    with socket.socket() as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((HOST, number))
-        except OSError:
-            return False
-    return True
+_bindable = bindable  # one check for every port the lab listens on (joinlab.broker)
 
 
 def check_free(keys: list[str]) -> None:
