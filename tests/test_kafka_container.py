@@ -216,3 +216,6 @@ def test_the_local_kafka_image_runs_tweet_views_under_testcontainers(kafka_image
                         "the restarted broker's 'Kafka Server started' line")
         assert logs.count("Formatting metadata directory") == 1  # formatted by the first start only
         assert verify("tweet-views", bootstrap).ok
+    # The shared session's Kafka producers for this broker would log its absence every second.
+    from joinlab.spark import kafka_producers
+    kafka_producers(spark).reset()
