@@ -1,8 +1,8 @@
 """Exercise 3 (event-time rules across two keys, 60-90 min): the lottery. Read lottery.md first.
 
-Write the first two of the three stages the job chains (everything else is given: jobs/lottery.py
+Write the first two of the three stages the job chains (everything else is given: jobs/lottery/job.py
 parses both topics, dead-letters malformed records, keys and wires the stages, writes the output
-topics; stage 3, jobs.lottery_stages.Draw, collects the entries per 10-second window and draws
+topics; stage 3, jobs.lottery.given.Draw, collects the entries per 10-second window and draws
 the winner when the watermark passes the window's end). All stages run in event-time mode.
 
 Stage 1, LotteryGate, grouped by (entity, entity_id): ("lottery", lottery_id) for LotteryStarted
@@ -10,18 +10,18 @@ and Clicked, ("user", user_id) for CouponsBought. Input rows have the columns
 
     entity, entity_id, event_id, type, t_us, lottery_id, user_id, amount
 
-(type: jobs.lottery_rules.STARTED, BOUGHT or CLICKED; t_us: the event time in microseconds;
+(type: jobs.lottery.rules.STARTED, BOUGHT or CLICKED; t_us: the event time in microseconds;
 amount only for BOUGHT). Stage 2, Coupons, gets what stage 1 yields, grouped by the same
 (entity, entity_id) columns of the rows stage 1 made.
 
-Both stages yield rows of one shape (jobs.lottery_stages.FLOW), made with the given helpers:
+Both stages yield rows of one shape (jobs.lottery.given.FLOW), made with the given helpers:
 
     flow(EVENT, USER, user_id, watermark_ms, **event)         an event for stage 2, keyed by user
     flow(ENTRY, LOTTERY, lottery_id, watermark_ms, **event)   a click that entered the draw (to stage 3)
     reject(event, RULE, watermark_ms)                         a rejection (goes to the output as it is)
 
 where `event` is a dict of the event's own fields (event_id, type, t_us, lottery_id, user_id,
-amount) and RULE one of jobs.lottery_rules ALREADY_STARTED, NON_POSITIVE, INACTIVE, NO_COUPON,
+amount) and RULE one of jobs.lottery.rules ALREADY_STARTED, NON_POSITIVE, INACTIVE, NO_COUPON,
 LATE. A row whose entity is PASS (a rejection) that reaches a stage must be yielded unchanged.
 
 The rules (lottery.md has them in full): a lottery can start once; a click counts only on a
@@ -45,9 +45,9 @@ from typing import Iterator
 from pyspark.sql import Row
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
-from jobs.lottery_rules import (ALREADY_STARTED, BOUGHT, CLICKED, INACTIVE, LATE, NO_COUPON,  # noqa: F401
+from jobs.lottery.rules import (ALREADY_STARTED, BOUGHT, CLICKED, INACTIVE, LATE, NO_COUPON,  # noqa: F401
                                 NON_POSITIVE, STARTED)
-from jobs.lottery_stages import ENTRY, EVENT, LOTTERY, PASS, USER, entity_key, flow, reject  # noqa: F401
+from jobs.lottery.given import ENTRY, EVENT, LOTTERY, PASS, USER, entity_key, flow, reject  # noqa: F401
 
 
 class LotteryGate(StatefulProcessor):

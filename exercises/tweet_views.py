@@ -1,13 +1,13 @@
 """Exercise 1 (warm-up, 30-45 min): tweet views. Read tweet_views.md first.
 
-Write TweetViewsProcessor. Everything else is given: the job (jobs/tweet_views.py) parses both
+Write TweetViewsProcessor. Everything else is given: the job (jobs/tweet_views/job.py) parses both
 topics, sends malformed records to the dead-letter topic, groups both sides by author (user_id)
 and, once per author per micro-batch, calls
 
     handleInputRows(key, rows, timerValues)
 
 with key = (user_id,) and that author's rows of the micro-batch, in no particular order. Each row
-has the columns of jobs.tweet_views.SIDE_COLUMNS:
+has the columns of jobs.tweet_views.job.SIDE_COLUMNS:
 
     kind        "user" or "tweet"
     user_id     the author
@@ -18,7 +18,7 @@ has the columns of jobs.tweet_views.SIDE_COLUMNS:
 
 Whatever you yield goes to the tweet-views topic, keyed by tweet_id; a consumer keeps, per tweet,
 the view with the highest (tweet_version, user_version). Yield rows with exactly the columns of
-jobs.tweet_views.VIEW:
+jobs.tweet_views.job.VIEW:
 
     Row(tweet_id=..., tweet_version=..., text=..., tweet_time=...,
         user_id=..., user_version=..., name=..., handle=..., user_time=...)
@@ -40,6 +40,9 @@ from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
 
 class TweetViewsProcessor(StatefulProcessor):
+
+    def __init__(self, retention):
+        self.retention = retention  # a timedelta: how far a profile update reaches back (tweet_views.md)
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handle = handle

@@ -1,4 +1,4 @@
-"""Car arrivals and zone readings for the car-pollution join (contract: jobs/car_pollution.py).
+"""Car arrivals and zone readings for the car-pollution join (contract: jobs/car_pollution/job.py).
 
 Why this shape: the join must keep every car's view on its current zone's latest pollution
 while cars move and zones report, so the event-time story has each case it must survive: cars
@@ -18,7 +18,7 @@ from datetime import datetime, timedelta, timezone
 
 from faker import Faker
 
-from jobs.car_pollution import ARRIVALS, ARRIVALS_TOPIC, INPUT_TOPICS, READINGS, READINGS_TOPIC
+from jobs.car_pollution.job import ARRIVALS, ARRIVALS_TOPIC, INPUT_TOPICS, READINGS, READINGS_TOPIC
 from joinlab.generate import (Disorder, Event, Record, add_generator_args, arrange, check_generator_args,
                               disorder_from_args, iso, produce)
 

@@ -1,4 +1,4 @@
-"""Lottery starts, coupon purchases and clicks for the lottery pattern (contract: jobs/lottery.py).
+"""Lottery starts, coupon purchases and clicks for the lottery pattern (contract: jobs/lottery/job.py).
 
 Why this shape: every rule must be exercised, so the generator plays the lottery forward in
 event-time order (which lotteries have started, how many coupons each user holds) and aims a
@@ -17,8 +17,8 @@ from datetime import datetime, timedelta, timezone
 
 from faker import Faker
 
-from jobs.lottery import INPUT_TOPICS, LOTTERY_EVENTS, LOTTERY_TOPIC, USER_EVENTS, USER_TOPIC
-from jobs.lottery_rules import BOUGHT, CLICKED, STARTED
+from jobs.lottery.job import INPUT_TOPICS, LOTTERY_EVENTS, LOTTERY_TOPIC, USER_EVENTS, USER_TOPIC
+from jobs.lottery.rules import BOUGHT, CLICKED, STARTED
 from joinlab.generate import (Disorder, Event, Record, add_generator_args, arrange, check_generator_args,
                               disorder_from_args, iso, produce)
 

@@ -1,4 +1,4 @@
-"""Users, sessions and transactions for the money-enrichment join (contract: jobs/money_enrichment.py).
+"""Users, sessions and transactions for the money-enrichment join (contract: jobs/money_enrichment/job.py).
 
 Why this shape: each transaction must get its session and its user as of its own time, be
 deduplicated, and be flagged when it is the user's first of its type, so the event-time story
@@ -23,9 +23,9 @@ from datetime import datetime, timedelta, timezone
 
 from faker import Faker
 
-from jobs.money_enrichment import (INPUT_TOPICS, SESSIONS, SESSIONS_TOPIC, TRANSACTIONS, TRANSACTIONS_TOPIC, USERS,
+from jobs.money_enrichment.job import (INPUT_TOPICS, SESSIONS, SESSIONS_TOPIC, TRANSACTIONS, TRANSACTIONS_TOPIC, USERS,
                                    USERS_TOPIC)
-from jobs.money_enrichment_rules import TYPES
+from jobs.money_enrichment.rules import TYPES
 from joinlab.generate import (Disorder, Event, Record, _fraction, _positive, add_generator_args, arrange,
                               check_generator_args, disorder_from_args, iso, produce)
 

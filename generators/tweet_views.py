@@ -1,4 +1,4 @@
-"""Users and tweets for the tweet-views join (contract: jobs/tweet_views.py).
+"""Users and tweets for the tweet-views join (contract: jobs/tweet_views/job.py).
 
 Why this shape: the join must give every tweet the latest profile of its author whatever the
 arrival order, so the event-time story has every kind of change it must survive: a user exists
@@ -16,7 +16,7 @@ from datetime import datetime, timedelta, timezone
 
 from faker import Faker
 
-from jobs.tweet_views import INPUT_TOPICS, TWEETS, TWEETS_TOPIC, USERS, USERS_TOPIC
+from jobs.tweet_views.job import INPUT_TOPICS, TWEETS, TWEETS_TOPIC, USERS, USERS_TOPIC
 from joinlab.generate import (Disorder, Event, Record, add_generator_args, arrange, arrive_first,
                               check_generator_args, disorder_from_args, iso, produce)
 

@@ -18,16 +18,6 @@ def topic_partitions() -> int:
     return int(os.environ.get("LAB_TOPIC_PARTITIONS", "3"))
 
 
-def spark_master() -> str:
-    """$SPARK_MASTER; else the native stack's standalone master while it runs (`make up-native`,
-    found through its state file under lab_home()); else a local master with every core."""
-    configured = os.environ.get("SPARK_MASTER")
-    if configured:
-        return configured
-    from joinlab.stack import running_master_url
-    return running_master_url() or "local[*]"
-
-
 def shuffle_partitions() -> int:
     """Shuffle (and state store) partitions: $LAB_SHUFFLE_PARTITIONS, else one per core of this
     machine (2 to 8). More partitions than cores only add tasks and state stores to commit per

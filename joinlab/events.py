@@ -51,6 +51,39 @@ class EventSchema:
         return ", ".join(f"{name} {kind}" for name, kind in self.fields.items())
 
 
+@dataclass(frozen=True)
+class Route:
+    """Where one kind of event is keyed: events of `schema`'s topic (with `when`, only those it
+    holds for) go to `entity`, identified by their field `by`. A pattern's list of routes is its
+    keying, one definition read by its Spark job (`route_columns`) and by its in-memory
+    pipeline (`route_of`), so the two never key an event differently."""
+    schema: EventSchema
+    entity: str
+    by: str
+    when: Check | None = None
+
+
+def route_columns(routes: list[Route], id_type: str | None = None) -> tuple[Column, Column]:
+    """(entity, entity id) as Spark columns of parse_events' frame; the first route that matches wins."""
+    entity = entity_id = None
+    for r in routes:
+        matches = F.col("topic") == r.schema.topic
+        if r.when is not None:
+            matches = matches & F.expr(r.when.sql)
+        key = F.col(r.by).cast(id_type) if id_type else F.col(r.by)
+        entity = F.when(matches, r.entity) if entity is None else entity.when(matches, r.entity)
+        entity_id = F.when(matches, key) if entity_id is None else entity_id.when(matches, key)
+    return entity, entity_id
+
+
+def route_of(routes: list[Route], schema: EventSchema, event: dict, id_type: str | None = None) -> tuple[str, object]:
+    """(entity, entity id) of one valid event, as `route_columns` keys it."""
+    for r in routes:
+        if r.schema.topic == schema.topic and (r.when is None or r.when.holds(event)):
+            return r.entity, str(event[r.by]) if id_type == "string" else event[r.by]
+    raise ValueError(f"no route for an event of {schema.topic}")
+
+
 # --- The reasons, shared by Spark parsing and the plain-Python validator --------------------
 
 EMPTY, MALFORMED, NOT_OBJECT, UNEXPECTED_TOPIC = ("empty value", "malformed JSON", "not a JSON object",

@@ -1,23 +1,35 @@
-"""The registry of patterns: one name, the same module name in jobs/, generators/ and references/."""
+"""The registry of patterns, which the patterns fill: pyproject.toml's `joinlab.patterns` entry
+point names their table (jobs.PATTERNS: pattern name -> its job module). A pattern's generator and
+batch reference share its module name in generators/ and references/. joinlab never imports a
+pattern by name; it asks here.
+"""
 from __future__ import annotations
 
 import importlib
 import importlib.util
+from importlib.metadata import entry_points
 from types import ModuleType
 
-PATTERNS = {"tweet-views": "tweet_views", "car-pollution": "car_pollution", "lottery": "lottery",
-            "money-enrichment": "money_enrichment"}
+
+def _registered() -> dict[str, str]:
+    tables = [ep.load() for ep in entry_points(group="joinlab.patterns")]
+    return {name: module for table in tables for name, module in table.items()}
+
+
+PATTERNS = _registered()  # pattern name -> its job module's import path, simplest first
 
 
 def module_name(pattern: str) -> str:
-    try:
-        return PATTERNS[pattern]
-    except KeyError:
-        raise SystemExit(f"unknown pattern {pattern!r}; choose one of: {', '.join(PATTERNS)}") from None
+    """The pattern's file name: tweet-views -> tweet_views."""
+    if pattern not in PATTERNS:
+        raise SystemExit(f"unknown pattern {pattern!r}; choose one of: {', '.join(PATTERNS) or 'none registered'}"
+                         + ("" if PATTERNS else " (the lab is not installed: run make install)"))
+    return pattern.replace("-", "_")
 
 
 def job(pattern: str) -> ModuleType:
-    return importlib.import_module(f"jobs.{module_name(pattern)}")
+    module_name(pattern)
+    return importlib.import_module(PATTERNS[pattern])
 
 
 def generator(pattern: str) -> ModuleType:
@@ -33,7 +45,7 @@ def alternatives(pattern: str) -> ModuleType:
     try:
         return importlib.import_module(f"references.{module_name(pattern)}_alternatives")
     except ModuleNotFoundError:
-        have = [p for p, m in PATTERNS.items() if importlib.util.find_spec(f"references.{m}_alternatives")]
+        have = [p for p in PATTERNS if importlib.util.find_spec(f"references.{module_name(p)}_alternatives")]
         raise SystemExit(f"{pattern} has no comparison of alternatives; these do: {', '.join(have)}") from None
 
 

@@ -2,7 +2,7 @@
 
 A job's `build(raw, solution=None)` wires topics, parsing, keying and the sink, and takes its
 stateful processors from a *solution module*: by default the lab's own (`job.SOLUTION`, e.g.
-jobs/tweet_views_solution.py), or any module that defines the same names (`job.PROCESSORS`): a
+jobs/tweet_views/solution.py), or any module that defines the same names (`job.PROCESSORS`): a
 candidate's exercise file, a variant in a test. So the solution, a candidate's code and a variant
 all run through the very same `build()`, in tests, in the demo and on live topics.
 """

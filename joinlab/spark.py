@@ -17,7 +17,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import DataStreamWriter
 
 from joinlab import class_archive, jars, logs
-from joinlab.config import lab_home, shuffle_partitions, spark_master
+from joinlab.config import lab_home, shuffle_partitions
+from joinlab.stack.services import running_master_url
 
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 # State store settings that cut a micro-batch's commit: RocksDB writes a small changelog per
@@ -37,6 +38,15 @@ CHECKPOINT_FILES = "spark.sql.streaming.checkpointFileManagerClass"
 _MANAGERS = "org.apache.spark.sql.execution.streaming.checkpointing."
 CHECKPOINT_FILES_CONF = {CHECKPOINT_FILES: _MANAGERS + "FileSystemBasedCheckpointFileManager"}
 FILE_CONTEXT_FILES = _MANAGERS + "FileContextBasedCheckpointFileManager"  # Spark's default, for the ablation
+
+
+def spark_master() -> str:
+    """$SPARK_MASTER; else the native stack's standalone master while it runs (`make up-native`,
+    found through its state file under lab_home()); else a local master with every core."""
+    configured = os.environ.get("SPARK_MASTER")
+    if configured:
+        return configured
+    return running_master_url() or "local[*]"
 
 
 def session(app_name: str = "stream-join-lab", **conf: str) -> SparkSession:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from joinlab.events import latest_events
 from joinlab.topics import Record
-from jobs.car_pollution import (ADD, ARRIVALS, READINGS, actual, parse_output, version,  # noqa: F401 (output contract)
+from jobs.car_pollution.job import (ADD, ARRIVALS, READINGS, actual, parse_output, version,  # noqa: F401 (output contract)
                                 view)
 
 

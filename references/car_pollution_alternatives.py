@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from joinlab.events import valid_events
 from joinlab.topics import Record
-from jobs.car_pollution import ARRIVALS, READINGS
+from jobs.car_pollution.job import ARRIVALS, READINGS
 from references.car_pollution import expected, view
 from references.car_pollution import version as view_version
 

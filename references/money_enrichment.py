@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import json
 
-from jobs.money_enrichment import (ENRICHED_TOPIC, SCHEMAS, SESSIONS_TOPIC, TRANSACTIONS_TOPIC, USERS_TOPIC,
+from jobs.money_enrichment.job import (ENRICHED_TOPIC, SCHEMAS, SESSIONS_TOPIC, TRANSACTIONS_TOPIC, USERS_TOPIC,
                                   actual, parse_output, version)  # noqa: F401 (the output contract)
-from jobs.money_enrichment_rules import LOOKUP, Settings, settings, tx_order, user_as_of
+from jobs.money_enrichment.rules import LOOKUP, Settings, settings, tx_order, user_as_of
 from joinlab.events import micros, moment, timer_ms, valid_events
 
 

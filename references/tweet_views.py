@@ -1,6 +1,6 @@
 """The right answer for tweet views, in plain Python from the input topics: the latest version of
 each tweet joined to the latest version of its author whose event time is at most the tweet's
-plus the retention (jobs.tweet_views.retention, 30 days by default: a profile update reaches the
+plus the retention (jobs.tweet_views.job.retention, 30 days by default: a profile update reaches the
 tweets written at most that long before it). A tweet with no such author version has no view.
 Ties between equal versions are duplicates, so the first one read is kept. The processor applies
 the same rule, so the two agree whatever order the topics are read in, while they are read less
@@ -11,7 +11,7 @@ from bisect import bisect_right
 
 from joinlab.events import latest_events, parse_time, valid_events
 from joinlab.topics import Record
-from jobs.tweet_views import TWEETS, USERS, actual, retention, version, view  # noqa: F401 (the output contract)
+from jobs.tweet_views.job import TWEETS, USERS, actual, retention, version, view  # noqa: F401 (the output contract)
 
 
 def latest(records: list[Record]) -> tuple[dict[int, dict], dict[int, dict]]:

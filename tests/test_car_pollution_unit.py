@@ -1,5 +1,5 @@
 """Pure-logic tests of the two car-pollution stages with pyspark's in-memory TwsTester: no Spark
-session, no broker. `Pipeline` (joinlab.in_memory) routes stage 1's output to stage 2 by zone, as
+session, no broker. `Pipeline` (jobs.car_pollution.job.InMemory) routes stage 1's output to stage 2 by zone, as
 the query does."""
 import json
 import random
@@ -9,9 +9,8 @@ import pytest
 
 from generators.car_pollution import generate
 from joinlab.generate import Disorder
-from joinlab.in_memory import CarPollution as Pipeline
-from joinlab.in_memory import arrival_row, reading_row
-from jobs.car_pollution import ADD, ARRIVALS, DEL
+from jobs.car_pollution.job import ADD, ARRIVALS, DEL, arrival_row, reading_row
+from jobs.car_pollution.job import InMemory as Pipeline
 from references import car_pollution as reference
 
 T = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -154,7 +153,7 @@ def test_the_naive_join_misses_zone_updates_and_the_wide_row_writes_more_for_the
 
 def test_the_naive_join_has_no_view_for_a_car_whose_zone_never_reported():
     from references.car_pollution_alternatives import naive
-    from jobs.car_pollution import ARRIVALS_TOPIC
+    from jobs.car_pollution.job import ARRIVALS_TOPIC
     from joinlab.generate import Record
     body = {"car_id": 1, "plate": "P", "to_zone_id": 3, "fuel_level": 1.0, "seq": 1, "event_time": "2026-01-01T00:00:00Z"}
     assert naive([Record(ARRIVALS_TOPIC, b"1", json.dumps(body).encode(), "event")]).views == {}

@@ -10,10 +10,10 @@ import pytest
 
 from generators import money_enrichment, tweet_views
 from generators.tweet_views import SCHEMAS, generate
-from jobs.money_enrichment import SESSIONS_TOPIC, TRANSACTIONS_TOPIC
-from jobs.money_enrichment import USERS_TOPIC as MONEY_USERS_TOPIC
-from jobs.money_enrichment_rules import TYPES
-from jobs.tweet_views import TWEETS_TOPIC, USERS_TOPIC
+from jobs.money_enrichment.job import SESSIONS_TOPIC, TRANSACTIONS_TOPIC
+from jobs.money_enrichment.job import USERS_TOPIC as MONEY_USERS_TOPIC
+from jobs.money_enrichment.rules import TYPES
+from jobs.tweet_views.job import TWEETS_TOPIC, USERS_TOPIC
 from joinlab.events import parse_time, validate
 from joinlab.generate import MALFORMED_KINDS, Disorder, Event, arrange, iso, summary
 

@@ -17,7 +17,7 @@ from joinlab.interview import scenarios as fast
 from joinlab.interview.grade import check, lines
 
 WRONG = ROOT / "tests" / "wrong_answers"
-SOLUTIONS = {p: ROOT / "jobs" / f"{e.module}_solution.py" for p, e in EXERCISES.items()}
+SOLUTIONS = {p: ROOT / "jobs" / e.module / "solution.py" for p, e in EXERCISES.items()}
 HIDDEN = ROOT / "exercises" / "hidden"
 
 # Each wrong answer of docs/interviewing.md, the scenario that exposes it, and (where the variant
@@ -154,11 +154,11 @@ def secret_lines() -> set[str]:
     """The solutions' and the references' lines that no given file (stub, wiring, lab) has too."""
     secret, given = set(), set()
     for ex in EXERCISES.values():
-        secret |= significant_lines(ROOT / "jobs" / f"{ex.module}_solution.py")
+        secret |= significant_lines(ROOT / "jobs" / ex.module / "solution.py")
         secret |= significant_lines(ROOT / "references" / f"{ex.module}.py")
     for folder in ("exercises", "jobs", "joinlab", "generators"):
         for path in (ROOT / folder).rglob("*.py"):
-            if not path.name.endswith("_solution.py") and "bench" not in path.parts:
+            if path.name != "solution.py" and "bench" not in path.parts:
                 given |= significant_lines(path)
     return secret - given
 
@@ -176,7 +176,7 @@ def workspace(tmp_path_factory):
 def test_a_packed_workspace_holds_no_solution_and_no_reference(workspace):
     files = [p for p in workspace.rglob("*") if p.is_file()]
     assert {"tweet_views.md", "README.md", "Makefile", "tweet_views.py", "expectation.json"} <= {p.name for p in files}
-    assert not [p for p in files if p.name.endswith("_solution.py") or "references" in p.parts or "bench" in p.parts]
+    assert not [p for p in files if p.name == "solution.py" or "references" in p.parts or "bench" in p.parts]
     secrets = secret_lines()
     assert len(secrets) > 300, "the check must have something to look for"
     leaks = [(p.relative_to(workspace), line) for p in files if p.suffix in (".py", ".md", ".json", "")
@@ -205,7 +205,7 @@ def grade_in_workspace(python: Path, workspace: Path, solution: str, *flags) -> 
 def test_the_workspace_grades_on_its_own_the_stub_fails_and_a_right_answer_passes_live(workspace, tmp_path):
     python = isolated_python(tmp_path)
     probe = subprocess.run([str(python), "-c", "import importlib.util as u; print(u.find_spec('references'), "
-                                               "u.find_spec('jobs.tweet_views_solution'))"],
+                                               "u.find_spec('jobs.tweet_views.solution'))"],
                            env={**os.environ, "PYTHONPATH": str(workspace / "lab")}, cwd=workspace, capture_output=True,
                            text=True)
     assert probe.stdout.split() == ["None", "None"], probe.stdout + probe.stderr

@@ -105,7 +105,7 @@ def test_down_ps_and_logs_act_on_the_compose_stack_when_make_up_started_it(tmp_p
 
 
 def test_spark_master_prefers_env_then_a_live_native_master(tmp_path, monkeypatch):
-    from joinlab.config import spark_master
+    from joinlab.spark import spark_master
     monkeypatch.setenv("LAB_HOME", str(tmp_path))
     monkeypatch.delenv("SPARK_MASTER", raising=False)
     assert spark_master() == "local[*]"
@@ -266,7 +266,7 @@ def test_jupyterlab_is_set_up_for_a_room(stack):
         assert Path(python).is_absolute(), python
         kernel_env = dict(line.split("=", 1) for line in
                           Path(f"/proc/{pid}/environ").read_bytes().decode().split("\0") if "=" in line)
-        done = subprocess.run([python, "-c", "import joinlab.notebook, jobs.tweet_views; print(joinlab.notebook.Lab)"],
+        done = subprocess.run([python, "-c", "import joinlab.notebook, jobs.tweet_views.job; print(joinlab.notebook.Lab)"],
                               cwd=stack.home.parent / "notebooks", env=kernel_env, capture_output=True, text=True,
                               timeout=120)
     finally:

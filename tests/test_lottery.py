@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-import jobs.lottery as lottery
+import jobs.lottery.job as lottery
 from generators.lottery import generate
-from jobs.lottery_rules import ALREADY_STARTED, INACTIVE, LATE, NO_COUPON, NON_POSITIVE
+from jobs.lottery.rules import ALREADY_STARTED, INACTIVE, LATE, NO_COUPON, NON_POSITIVE
 from joinlab import job as runner
 from joinlab.generate import Disorder, Record, send
 from joinlab.topics import create_topics, read_topics

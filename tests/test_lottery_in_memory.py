@@ -1,4 +1,4 @@
-"""The same pipeline on in-memory rows: `jobs.lottery.build` (parsing, `decide`'s three stages, the
+"""The same pipeline on in-memory rows: `jobs.lottery.job.build` (parsing, `decide`'s three stages, the
 Kafka rows out) runs in a real streaming query over a list of records, with no broker. The source
 (joinlab/spark_rows.py) serves the records in micro-batches with the Kafka source's columns, and
 a memory sink collects what the job would write to its topics."""
@@ -6,9 +6,9 @@ from types import SimpleNamespace
 
 import pytest
 
-import jobs.lottery as lottery
+import jobs.lottery.job as lottery
 from generators.lottery import generate
-from jobs.lottery_rules import ALREADY_STARTED, INACTIVE, NO_COUPON, NON_POSITIVE
+from jobs.lottery.rules import ALREADY_STARTED, INACTIVE, NO_COUPON, NON_POSITIVE
 from joinlab.generate import Disorder
 from joinlab.spark_rows import read_records
 from references import lottery as reference

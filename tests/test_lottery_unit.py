@@ -10,14 +10,15 @@ import pytest
 from pyspark.sql import Row
 
 from generators.lottery import generate
-from jobs.lottery import LOTTERY_EVENTS, LOTTERY_TOPIC, USER_EVENTS, USER_TOPIC
-from jobs.lottery_rules import (ALREADY_STARTED, BOUGHT, CLICKED, INACTIVE, LATE, NO_COUPON, NON_POSITIVE, STARTED,
+from jobs.lottery.job import LOTTERY_EVENTS, LOTTERY_TOPIC, USER_EVENTS, USER_TOPIC
+from jobs.lottery.job import InMemory as Lottery
+from jobs.lottery.job import event_row as stage_row
+from jobs.lottery.rules import (ALREADY_STARTED, BOUGHT, CLICKED, INACTIVE, LATE, NO_COUPON, NON_POSITIVE, STARTED,
                                 Settings, draw, settings)
-from jobs.lottery_stages import LOTTERY, REJECTION, USER, WINNER
+from jobs.lottery.given import LOTTERY, REJECTION, USER, WINNER
 from joinlab.config import duration_ms
-from joinlab.events import micros, validate
+from joinlab.events import micros, moment, validate
 from joinlab.generate import Disorder, Record, arrive_first
-from joinlab.in_memory import Lottery, lottery_event_row
 from references import lottery as reference
 from tests.conftest import random_batches
 
@@ -36,7 +37,9 @@ def ms(seconds: float) -> int:
 
 
 def event_row(event_id, kind, t_us, lottery_id=None, user_id=None, amount=None) -> Row:
-    return lottery_event_row(event_id, kind, t_us, lottery_id, user_id, amount)
+    schema = LOTTERY_EVENTS if kind == STARTED else USER_EVENTS
+    return stage_row(schema, {"event_id": event_id, "type": kind, "event_time": moment(t_us), "lottery_id": lottery_id,
+                              "user_id": user_id, "amount": amount})
 
 
 def Pipeline(seed: int = SEED, delay_ms: int = DELAY_MS) -> Lottery:
@@ -302,7 +305,7 @@ def test_each_key_has_one_timer_at_its_earliest_pending_event_and_state_empties_
 
 
 def test_seen_ids_are_forgotten_once_the_watermark_passes_them_by_the_horizon_and_a_later_resend_is_late():
-    from jobs.lottery_rules import DEDUP_HORIZON_US
+    from jobs.lottery.rules import DEDUP_HORIZON_US
     horizon_s = DEDUP_HORIZON_US / 1_000_000
     p = Pipeline()
     first = [start("s", 1, 0.0), buy("b", 5, 1, 1.0), click("c", 5, 1, 2.0)]

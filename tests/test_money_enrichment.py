@@ -5,9 +5,9 @@ from types import SimpleNamespace
 
 import pytest
 
-import jobs.money_enrichment as money
+import jobs.money_enrichment.job as money
 from generators.money_enrichment import generate
-from jobs.money_enrichment_stages import USER_SCHEMA, UserEnrich
+from jobs.money_enrichment.given import USER_SCHEMA, UserEnrich
 from joinlab import cli, state
 from joinlab import job as runner
 from joinlab.events import micros

@@ -10,13 +10,13 @@ import pytest
 from pyspark.sql import Row
 
 from generators.money_enrichment import generate
-from jobs.money_enrichment import ENRICHED_TOPIC, SESSIONS_TOPIC, TRANSACTIONS_TOPIC, USERS_TOPIC
-from jobs.money_enrichment_rules import LOOKUP, STREAM, Settings, settings
-from jobs.money_enrichment_stages import (DEAD, ENRICHED, EVENT_COLUMNS, SESSION, SESSION_START, TX, USER,
+from jobs.money_enrichment.job import InMemory as MoneyEnrichment
+from jobs.money_enrichment.job import ENRICHED_TOPIC, SESSIONS_TOPIC, TRANSACTIONS_TOPIC, USERS_TOPIC
+from jobs.money_enrichment.rules import LOOKUP, STREAM, Settings, settings
+from jobs.money_enrichment.given import (DEAD, ENRICHED, EVENT_COLUMNS, SESSION, SESSION_START, TX, USER,
                                           USER_UPDATE)
 from joinlab.events import micros, moment
 from joinlab.generate import Disorder, Record, arrive_first, iso
-from joinlab.in_memory import MoneyEnrichment
 from references import money_enrichment as reference
 from tests.conftest import random_batches
 

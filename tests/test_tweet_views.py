@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-import jobs.tweet_views as tv
+import jobs.tweet_views.job as tv
 from generators.tweet_views import generate
 from joinlab.generate import Disorder, Record, send
 from joinlab.topics import create_topics, read_topics

@@ -5,10 +5,12 @@ from datetime import datetime, timedelta, timezone
 from pyspark.sql import Row
 from pyspark.sql.streaming.tws_tester import TwsTester
 
-from jobs.tweet_views_solution import Author, Tweet, TweetViewsProcessor, User
+from jobs.tweet_views.job import retention
+from jobs.tweet_views.solution import Author, Tweet, TweetViewsProcessor, User
 from joinlab.named_state import ddl
 
 T = datetime(2026, 1, 1, tzinfo=timezone.utc)
+RETENTION = retention()
 NAIVE = datetime(2026, 1, 1, 0, 30)  # as Spark hands a stored time back: naive, local (the tests run in UTC)
 
 
@@ -32,20 +34,20 @@ def views(out):
 
 
 def test_a_tweet_before_its_author_waits_then_is_emitted_when_the_author_arrives():
-    tester = TwsTester(TweetViewsProcessor())
+    tester = TwsTester(TweetViewsProcessor(RETENTION))
     assert tester.test(1, [tweet(10)]) == []
     assert views(tester.test(1, [user(1)])) == [(10, 1, 1, "hi", "ann")]
 
 
 def test_a_new_user_version_re_emits_every_stored_tweet():
-    tester = TwsTester(TweetViewsProcessor())
+    tester = TwsTester(TweetViewsProcessor(RETENTION))
     tester.test(1, [user(1)] + [tweet(t) for t in range(5)])
     out = tester.test(1, [user(2, name="anne")])
     assert views(out) == [(t, 1, 2, "hi", "anne") for t in range(5)]
 
 
 def test_stale_and_duplicate_versions_are_ignored():
-    tester = TwsTester(TweetViewsProcessor())
+    tester = TwsTester(TweetViewsProcessor(RETENTION))
     tester.test(1, [user(3, name="new"), tweet(10, version=2, text="edited")])
     assert tester.test(1, [user(2, name="old"), user(3, name="new")]) == []
     assert tester.test(1, [tweet(10, version=1, text="first"), tweet(10, version=2, text="edited")]) == []
@@ -53,7 +55,7 @@ def test_stale_and_duplicate_versions_are_ignored():
 
 
 def test_a_tweet_edit_replaces_the_stored_tweet_and_emits_only_that_tweet():
-    tester = TwsTester(TweetViewsProcessor())
+    tester = TwsTester(TweetViewsProcessor(RETENTION))
     tester.test(1, [user(1), tweet(10), tweet(11)])
     assert views(tester.test(1, [tweet(10, version=2, text="edited")])) == [(10, 2, 1, "edited", "ann")]
     assert {t.tweet_id: (t.version, t.text) for t in stored(tester).tweets} == {10: (2, "edited"), 11: (1, "hi")}
@@ -62,7 +64,7 @@ def test_a_tweet_edit_replaces_the_stored_tweet_and_emits_only_that_tweet():
 def test_the_last_view_does_not_depend_on_the_order_within_a_batch():
     events = [tweet(10), user(2, name="b"), tweet(10, version=3, text="v3"), user(1, name="a"), tweet(10, version=2)]
     for ordering in (events, list(reversed(events))):
-        out = TwsTester(TweetViewsProcessor()).test(1, ordering)
+        out = TwsTester(TweetViewsProcessor(RETENTION)).test(1, ordering)
         assert views(out) == [(10, 3, 2, "v3", "b")]
 
 
@@ -80,7 +82,7 @@ class Counting:
 
 
 def test_a_batch_reads_the_authors_state_once_and_writes_it_once_however_many_events_it_holds():
-    processor = TweetViewsProcessor()
+    processor = TweetViewsProcessor(RETENTION)
     tester = TwsTester(processor)
     processor.author = Counting(processor.author)
     tester.test(1, [user(1)] + [tweet(t) for t in range(50)] + [tweet(t, version=2) for t in range(50)])
@@ -97,9 +99,8 @@ def test_the_state_ddl_is_derived_from_the_named_tuples():
                            "newest timestamp")
 
 
-def test_a_profile_update_reaches_the_tweets_within_the_retention_before_it_and_state_keeps_twice_that(monkeypatch):
-    monkeypatch.setenv("LAB_TWEET_VIEWS_RETENTION", "1 hour")
-    tester = TwsTester(TweetViewsProcessor())
+def test_a_profile_update_reaches_the_tweets_within_the_retention_before_it_and_state_keeps_twice_that():
+    tester = TwsTester(TweetViewsProcessor(timedelta(hours=1)))
     tester.test(1, [user(1), tweet(10), tweet(11, at=T + timedelta(minutes=50))])
     tester.test(1, [tweet(12, at=T + timedelta(minutes=130))])  # tweet 10 is now 130 min behind: past 2 h
     assert sorted(t.tweet_id for t in stored(tester).tweets) == [11, 12]
@@ -109,20 +110,18 @@ def test_a_profile_update_reaches_the_tweets_within_the_retention_before_it_and_
     assert sorted(t.tweet_id for t in stored(tester).tweets) == [11, 12]
 
 
-def test_a_late_profile_update_still_reaches_a_tweet_the_other_topic_has_read_past(monkeypatch):
+def test_a_late_profile_update_still_reaches_a_tweet_the_other_topic_has_read_past():
     """The tweets topic is read 90 minutes ahead of the users topic: the update of minute 30 still
     reaches tweet 10 (minute 0), as it would have had the topics been read together."""
-    monkeypatch.setenv("LAB_TWEET_VIEWS_RETENTION", "1 hour")
-    tester = TwsTester(TweetViewsProcessor())
+    tester = TwsTester(TweetViewsProcessor(timedelta(hours=1)))
     tester.test(1, [user(1), tweet(10)])
     tester.test(1, [tweet(20, at=T + timedelta(minutes=90))])
     assert views(tester.test(1, [user(2, name="anne", at=T + timedelta(minutes=30))])) == \
         [(10, 1, 2, "hi", "anne"), (20, 1, 2, "hi", "anne")]
 
 
-def test_in_one_batch_of_a_backfill_a_tweet_gets_the_last_profile_within_its_retention(monkeypatch):
-    monkeypatch.setenv("LAB_TWEET_VIEWS_RETENTION", "1 hour")
-    tester = TwsTester(TweetViewsProcessor())
+def test_in_one_batch_of_a_backfill_a_tweet_gets_the_last_profile_within_its_retention():
+    tester = TwsTester(TweetViewsProcessor(timedelta(hours=1)))
     out = tester.test(1, [user(3, name="c", at=T + timedelta(minutes=110)), tweet(10), user(1),
                           user(2, name="anne", at=T + timedelta(minutes=59)), tweet(11, at=T + timedelta(minutes=110))])
     assert views(out) == [(10, 1, 2, "hi", "anne"), (11, 1, 3, "hi", "c")]
@@ -130,7 +129,7 @@ def test_in_one_batch_of_a_backfill_a_tweet_gets_the_last_profile_within_its_ret
 
 
 def test_naive_and_aware_times_mix_as_spark_hands_them_over():
-    tester = TwsTester(TweetViewsProcessor())
+    tester = TwsTester(TweetViewsProcessor(RETENTION))
     tester.test(1, [user(1), tweet(10, at=NAIVE)])
     assert views(tester.test(1, [tweet(11, at=T), user(2, at=NAIVE)])) == [(10, 1, 2, "hi", "ann"), (11, 1, 2, "hi", "ann")]
 
@@ -140,7 +139,7 @@ def test_with_profile_updates_after_a_tweets_retention_the_processor_and_the_ref
     a tweet's last view carries the last profile within its retention, not the author's latest,
     in the processor (batch by batch, through TwsTester) and in the batch reference alike."""
     from generators import tweet_views as generator
-    from joinlab.in_memory import TweetViews
+    from jobs.tweet_views.job import InMemory as TweetViews
     from joinlab.soak import ENTITY_IDS, WITHIN_THE_DELAY, _shifted
     from references import tweet_views as reference
     monkeypatch.setenv("LAB_TWEET_VIEWS_RETENTION", "3 days")

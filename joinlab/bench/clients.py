@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from jobs.tweet_views import INPUT_TOPICS, OUTPUT_TOPICS
+from jobs.tweet_views.job import INPUT_TOPICS, OUTPUT_TOPICS
 from joinlab.bench.offsets import Ranges, read_ranges, size
 from joinlab.bench.step import BenchError, Deadline
 from joinlab.bench.table import Measurement

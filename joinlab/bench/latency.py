@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Callable
 
 from generators.tweet_views import generate
-from jobs import tweet_views
-from jobs.tweet_views import INPUT_TOPICS, TWEETS_TOPIC, USERS_TOPIC, VIEWS_TOPIC
+from jobs.tweet_views import job as tweet_views
+from jobs.tweet_views.job import INPUT_TOPICS, TWEETS_TOPIC, USERS_TOPIC, VIEWS_TOPIC
 from joinlab.bench.offsets import offsets_json, read_ranges
 from joinlab.bench.step import BenchError, Deadline, log
 from joinlab.bench.table import Measurement

@@ -16,7 +16,7 @@ from joinlab.bench.table import Measurement
 
 
 def lookup_path(bootstrap: str, lookups: int, timeout_s: float) -> Measurement:
-    from jobs.money_enrichment import SESSIONS_TOPIC
+    from jobs.money_enrichment.job import SESSIONS_TOPIC
     from joinlab.lookup import LookupService, LookupSettings, lookup_sessions
     ends = {partition: end for (topic, partition), (_, end) in read_ranges(bootstrap, [SESSIONS_TOPIC]).items()}
     with LookupService(bootstrap, topic=SESSIONS_TOPIC, port=0) as service:

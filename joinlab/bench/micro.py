@@ -58,7 +58,7 @@ def measure(spark, bootstrap: str, seed: int, work: Path, tiny: int, steady: int
     steady}, "stages": [BatchStats], "ablation": [(label, tiny, steady)]}. The ceiling is each job with
     processors that do nothing (joinlab.bench.ceiling), on the same events; "alone" is each job's
     build() on the same events from files, to a noop sink (batches.run_stage_alone)."""
-    from jobs import tweet_views
+    from jobs.tweet_views import job as tweet_views
     from joinlab import patterns
     from joinlab.bench import per_event
     from joinlab.generate import send

@@ -16,6 +16,9 @@ TWEET_STATE = "version bigint, text string, event_time timestamp"
 class TweetViewsProcessor(StatefulProcessor):
     """Per author: the latest user and the latest version of each tweet; emits views on change."""
 
+    def __init__(self, retention=None):  # the job hands every tweet-views processor its retention
+        pass
+
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.user = handle.getValueState("user", USER_STATE)
         self.tweets = handle.getMapState("tweets", "tweet_id bigint", TWEET_STATE)

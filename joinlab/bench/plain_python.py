@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 import time
 
-from jobs.tweet_views import USERS_TOPIC
-from jobs.tweet_views_solution import TweetViewsProcessor
+from jobs.tweet_views.job import USERS_TOPIC
+from jobs.tweet_views.solution import TweetViewsProcessor
 from joinlab.bench.step import Deadline
 from joinlab.bench.table import Measurement
 from joinlab.events import parse_time
@@ -34,7 +34,7 @@ def _view_json(tweet_id, version, text, tweet_time, user_id, author) -> str:
 
 
 def plain_python_tws(records: list[Record], timeout_s: float) -> Measurement:
-    """jobs.tweet_views_solution.TweetViewsProcessor driven by pyspark's TwsTester (in-memory state), one
+    """jobs.tweet_views.solution.TweetViewsProcessor driven by pyspark's TwsTester (in-memory state), one
     test(user_id, [row]) call per event in arrival order: the job's own logic, minus Spark."""
     from pyspark.sql import Row
     from pyspark.sql.streaming.tws_tester import TwsTester

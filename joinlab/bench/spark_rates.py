@@ -9,8 +9,8 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from jobs import tweet_views
-from jobs.tweet_views import INPUT_TOPICS, OUTPUT_TOPICS, VIEWS_TOPIC
+from jobs.tweet_views import job as tweet_views
+from jobs.tweet_views.job import INPUT_TOPICS, OUTPUT_TOPICS, VIEWS_TOPIC
 from joinlab.bench.offsets import Ranges, offsets_json, read_ranges
 from joinlab.bench.step import BenchError
 from joinlab.bench.table import Measurement

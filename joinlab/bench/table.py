@@ -7,7 +7,7 @@ import os
 import platform
 from dataclasses import dataclass
 
-from joinlab.config import spark_master
+from joinlab.spark import spark_master
 
 
 @dataclass

@@ -47,8 +47,7 @@ def final_watermark_ms(pattern: str, records: list) -> int | None:
     if pattern == "lottery":
         return reference.outcomes(records)[2]
     if pattern == "money-enrichment":
-        from jobs.money_enrichment_rules import settings
-        us = reference.final_watermark_us(records, settings())
+        us = reference.final_watermark_us(records, patterns.job(pattern).settings())
         return None if us is None else us // 1000
     return None
 

@@ -14,7 +14,7 @@ from joinlab.interview.live import write_expectation
 
 # What of the lab goes into a workspace: packages whole, less what holds or runs a solution.
 LAB_PACKAGES = ("joinlab", "jobs", "generators")
-LEFT_OUT = ("*_solution.py", "bench", "__pycache__", "*.pyc")
+LEFT_OUT = ("solution.py", "bench", "__pycache__", "*.pyc")
 
 
 def pyproject() -> str:

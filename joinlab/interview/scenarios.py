@@ -24,6 +24,7 @@ from datetime import datetime
 from pathlib import Path
 from types import ModuleType
 
+from joinlab import patterns
 from joinlab.generate import Record
 
 
@@ -97,11 +98,10 @@ def default_settings():
 
 def run(pattern: str, solution: ModuleType | None, scenario: Scenario) -> Outcome:
     """The scenario's batches through the solution's processors; the views a consumer keeps."""
-    from joinlab.in_memory import PIPELINES
     outcome = Outcome(scenario)
     try:
         with default_settings():
-            p = PIPELINES[pattern](solution)
+            p = patterns.job(pattern).InMemory(solution)
             batches = [p.rows(batch) for batch in scenario.records()]
             out = p.run(batches)
             outcome.got = plain(p.views(out))
@@ -113,7 +113,6 @@ def run(pattern: str, solution: ModuleType | None, scenario: Scenario) -> Outcom
 
 def expected_by_reference(pattern: str, scenario: Scenario) -> dict:
     """What the batch reference says the scenario must end with (for --refresh and the tests)."""
-    from joinlab import patterns
     reference = patterns.reference(pattern)
     records = [r for batch in scenario.records() for r in batch]
     with default_settings():

@@ -23,9 +23,9 @@ class SessionStore:
     """session_id -> the first valid session event, filled by a background consumer."""
 
     def __init__(self, bootstrap: str, topic: str | None = None, schema: EventSchema | None = None):
-        if schema is None:
-            from jobs.money_enrichment import SESSIONS  # the job's contract: one rule for both
-            schema = SESSIONS
+        if schema is None:  # the job's own contract: the service and the job judge a session alike
+            from joinlab import patterns  # deferred: the registry imports the job, and with it Spark
+            schema = patterns.job("money-enrichment").SESSIONS
         self.bootstrap, self.schema = bootstrap, schema
         self.topic = topic or schema.topic
         self._sessions: dict[str, dict] = {}

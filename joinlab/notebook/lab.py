@@ -16,7 +16,7 @@ import pandas as pd
 
 from joinlab import patterns
 from joinlab.generate import Disorder, Record, send
-from joinlab.notebook import progress as query_progress
+import joinlab.notebook.progress as query_progress
 from joinlab import state as state_source
 from joinlab.notebook.env import connect, setting
 from joinlab.notebook.feed import Feed

@@ -9,15 +9,4 @@ from __future__ import annotations
 from joinlab.stack.procs import StackError
 
 
-def running_master_url() -> str | None:
-    """spark://... of the native stack's master while its process runs, else None."""
-    from joinlab.stack import procs
-    from joinlab.stack.services import MASTER
-    try:
-        master = procs.load(MASTER)
-        return master.url if procs.is_running(master) else None
-    except (StackError, OSError):  # never let a stale state file break a session
-        return None
-
-
-__all__ = ["StackError", "running_master_url"]
+__all__ = ["StackError"]

@@ -15,8 +15,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import joinlab.stack.procs as procs
 from joinlab.config import lab_home
-from joinlab.stack import procs
 from joinlab.stack.procs import Service, StackError
 from joinlab.stack.settings import HOST, port, setting
 
@@ -242,3 +242,12 @@ def start_generator(pattern: str, bootstrap: str, rate: float, count: int | None
            *(extra_args or [])]
     return procs.spawn(gen_name(pattern), cmd, module, base_env(), url="",
                        extra={"rate": rate, "bootstrap": bootstrap})
+
+
+def running_master_url() -> str | None:
+    """spark://... of the native stack's master while its process runs, else None."""
+    try:
+        master = procs.load(MASTER)
+        return master.url if procs.is_running(master) else None
+    except (StackError, OSError):  # never let a stale state file break a session
+        return None

@@ -3,8 +3,8 @@ old value and stored nothing), so one coupon buys any number of clicks. Decides 
 (enough for the scenario that shows the bug); set STORE_THE_DECREMENT = True and it passes."""
 from pyspark.sql.streaming import StatefulProcessor
 
-from jobs.lottery_rules import BOUGHT, INACTIVE, NO_COUPON, NON_POSITIVE, STARTED
-from jobs.lottery_stages import ENTRY, EVENT, LOTTERY, PASS, USER, entity_key, flow, reject
+from jobs.lottery.rules import BOUGHT, INACTIVE, NO_COUPON, NON_POSITIVE, STARTED
+from jobs.lottery.given import ENTRY, EVENT, LOTTERY, PASS, USER, entity_key, flow, reject
 
 STORE_THE_DECREMENT = False
 FIELDS = ("event_id", "type", "t_us", "lottery_id", "user_id", "amount")

@@ -5,6 +5,9 @@ from pyspark.sql.streaming import StatefulProcessor
 
 
 class TweetViewsProcessor(StatefulProcessor):
+    def __init__(self, retention):
+        self.retention = retention  # a timedelta: how far a profile update reaches back (tweet_views.md)
+
     def init(self, handle):
         self.user = handle.getValueState("user", "version bigint, name string, handle string, at timestamp")
         self.tweets = handle.getMapState("tweets", "tweet_id bigint", "version bigint, text string, at timestamp")

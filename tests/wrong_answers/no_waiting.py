@@ -4,8 +4,8 @@ service has the session, and is lost to a dead letter. Dedup and the rest are ri
 the scenario that shows it."""
 from pyspark.sql.streaming import StatefulProcessor
 
-from jobs.money_enrichment_rules import LOOKUP, STREAM
-from jobs.money_enrichment_stages import SESSION_START, TX, TX_FIELDS, USER, USER_UPDATE, flow, pick
+from jobs.money_enrichment.rules import LOOKUP, STREAM
+from jobs.money_enrichment.given import SESSION_START, TX, TX_FIELDS, USER, USER_UPDATE, flow, pick
 
 
 class SessionJoin(StatefulProcessor):

@@ -4,24 +4,29 @@ This module is the wiring: two chained transformWithState stages in one query, s
 car (entity "car") or zone (readings pass through it untouched: one frame of all events means the
 Kafka source is scanned once, see joinlab.events.parse_events), stage 2 keyed by zone, and the
 sink. The processors come from a solution module (joinlab.solutions): by default
-jobs/car_pollution_solution.py, or a candidate's exercises/car_pollution.py.
+jobs/car_pollution/solution.py, or a candidate's exercises/car_pollution.py. `InMemory` chains
+them as the query does, through pyspark's TwsTester, for the unit tests and the grader.
 """
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from types import ModuleType
 
 from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
+from pyspark.sql.streaming.tws_tester import TwsTester
 
 from joinlab import solutions
-from joinlab.events import Check, EventSchema, parse_events, parse_time
+from joinlab.events import (Check, EventSchema, Route, micros, moment, parse_events, parse_time, route_columns,
+                            route_of, valid_events)
+from joinlab.in_memory import feed, last_by_version
 
 ARRIVALS_TOPIC, READINGS_TOPIC = "car-arrivals", "zone-readings"
 OUTPUT_TOPIC, DEAD_LETTERS_TOPIC = "car-pollution", "car-pollution-dlq"
 INPUT_TOPICS = [ARRIVALS_TOPIC, READINGS_TOPIC]
 OUTPUT_TOPICS = [OUTPUT_TOPIC, DEAD_LETTERS_TOPIC]
-SOLUTION, PROCESSORS = "jobs.car_pollution_solution", ("CarMovesProcessor", "ZoneCarsProcessor")
+SOLUTION, PROCESSORS = "jobs.car_pollution.solution", ("CarMovesProcessor", "ZoneCarsProcessor")
 
 _SEQ = Check("seq >= 1", lambda e: e["seq"] >= 1, "invalid field: seq (must be >= 1)")
 ARRIVALS = EventSchema(ARRIVALS_TOPIC, {"car_id": "bigint", "plate": "string", "to_zone_id": "bigint",
@@ -31,6 +36,12 @@ READINGS = EventSchema(READINGS_TOPIC, {"zone_id": "bigint", "pollution_level": 
                                         "event_time": "timestamp"}, checks=(_SEQ,))
 
 ADD, DEL, READING = "ADD", "DEL", "READING"
+
+# Stage 1's keys: a car's arrivals by car, a zone's readings by zone.
+ROUTES = [Route(ARRIVALS, "car", "car_id"), Route(READINGS, "zone", "zone_id")]
+# Stage 1's input: one valid event of either topic (the other topic's fields None).
+EVENT_COLUMNS = ["entity", "entity_id", "car_id", "plate", "to_zone_id", "fuel_level", "zone_id",
+                 "pollution_level", "seq", "event_time"]
 
 # Stage 1 -> stage 2: one row shape for a car's ADD/DEL and a zone's reading, keyed by zone.
 OP = ("zone_id bigint, op string, car_id bigint, car_seq bigint, plate string, fuel_level double, "
@@ -55,11 +66,8 @@ def join_cars_to_zones(events: DataFrame, solution: ModuleType | None = None) ->
     """The core of the pattern: car moves keyed by car, then cars and readings keyed by zone,
     through the solution's two processors."""
     stages = solutions.of(SOLUTION, PROCESSORS, solution)
-    is_car = F.col("topic") == ARRIVALS_TOPIC
-    keyed = events.select(F.when(is_car, "car").otherwise("zone").alias("entity"),
-                          F.when(is_car, F.col("car_id")).otherwise(F.col("zone_id")).alias("entity_id"),
-                          "car_id", "plate", "to_zone_id", "fuel_level", "zone_id", "pollution_level",
-                          "seq", "event_time")
+    entity, entity_id = route_columns(ROUTES)
+    keyed = events.select(entity.alias("entity"), entity_id.alias("entity_id"), *EVENT_COLUMNS[2:])
     ops = keyed.groupBy("entity", "entity_id").transformWithState(stages.CarMovesProcessor(), OP, "Append", "None")
     return ops.groupBy("zone_id").transformWithState(stages.ZoneCarsProcessor(), VIEW, "Append", "None")
 
@@ -74,6 +82,51 @@ def build(raw: DataFrame, solution: ModuleType | None = None) -> DataFrame:
     out = views.select(F.lit(OUTPUT_TOPIC).alias("topic"), F.col("car_id").cast("string").alias("key"),
                        value.alias("value"))
     return out.unionByName(parsed.dead_letters)
+
+
+class InMemory:
+    """join_cars_to_zones through pyspark's TwsTester, one micro-batch at a time: no Spark session."""
+
+    def __init__(self, solution: ModuleType | None = None):
+        stages = solutions.of(SOLUTION, PROCESSORS, solution)
+        self.moves, self.zones = TwsTester(stages.CarMovesProcessor()), TwsTester(stages.ZoneCarsProcessor())
+
+    def rows(self, records) -> list[Row]:
+        """Valid input records as stage 1's rows."""
+        return [event_row(schema, e) for schema, e in valid_events(records, [ARRIVALS, READINGS])]
+
+    def batch(self, rows: list[Row]) -> list[Row]:
+        ops = feed(self.moves, rows, lambda r: (r.entity, r.entity_id))
+        return feed(self.zones, ops, lambda r: r.zone_id)
+
+    def run(self, batches: list[list[Row]]) -> list[Row]:
+        return [out for rows in batches for out in self.batch(rows)]
+
+    def views(self, out: list[Row]) -> dict:
+        return last_by_version([view(
+            r.op, r.car_id, r.car_seq, r.plate, r.zone_id, r.fuel_level, r.car_time,
+            None if r.reading_seq is None else {"seq": r.reading_seq, "pollution_level": r.pollution_level,
+                                                "event_time": r.reading_time}) for r in out], "car_id", version)
+
+
+def event_row(schema: EventSchema, event: dict) -> Row:
+    """One valid event as stage 1 gets it, keyed by ROUTES."""
+    entity, entity_id = route_of(ROUTES, schema, event)
+    fields = dict.fromkeys(EVENT_COLUMNS)
+    fields.update({name: event[name] for name in EVENT_COLUMNS if name in event}, entity=entity,
+                  entity_id=entity_id, event_time=moment(micros(event["event_time"])))
+    return Row(**fields)
+
+
+def arrival_row(car: int, zone: int, seq: int, fuel: float, at: datetime, plate: str | None = None) -> Row:
+    """A car's arrival as stage 1 gets it."""
+    return event_row(ARRIVALS, {"car_id": car, "plate": plate or f"P-{car}", "to_zone_id": zone,
+                                "fuel_level": fuel, "seq": seq, "event_time": at})
+
+
+def reading_row(zone: int, seq: int, level: float, at: datetime) -> Row:
+    """A zone's reading as stage 1 gets it."""
+    return event_row(READINGS, {"zone_id": zone, "pollution_level": level, "seq": seq, "event_time": at})
 
 
 # --- Reading the output topic: what a consumer keeps ------------------------------------------

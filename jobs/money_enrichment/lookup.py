@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Callable, Iterator
 
-from jobs.money_enrichment_rules import LOOKUP
-from jobs.money_enrichment_stages import DEAD, ENRICHED, PASS, TX
+from jobs.money_enrichment.rules import LOOKUP
+from jobs.money_enrichment.given import DEAD, ENRICHED, PASS, TX
 from joinlab.events import micros
 
 

@@ -2,7 +2,7 @@
 
 Two transformWithState stages, each keyed by the id its join needs:
   1. SessionJoin, keyed by ("session", session_id): dedup, waiting for the session, expiry (the
-     solution module: jobs/money_enrichment_solution.py, or a candidate's exercise file);
+     solution module: jobs/money_enrichment/solution.py, or a candidate's exercise file);
   2. UserEnrich (here: given, in the exercise too), keyed by ("user", user_id): keeps every
      version of the user (keyed by version, never by timestamp), holds each transaction until
      the watermark passes its time, then in (event time, tx_id) order adds the user as of that
@@ -23,7 +23,7 @@ from typing import Iterator
 from pyspark.sql import Row
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
-from jobs.money_enrichment_rules import Settings, tx_order, user_as_of, user_version_key
+from jobs.money_enrichment.rules import Settings, tx_order, user_as_of, user_version_key
 from joinlab.events import timer_ms
 from joinlab.named_state import grouping_key
 

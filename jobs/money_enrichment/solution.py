@@ -14,8 +14,8 @@ from typing import Iterator
 from pyspark.sql import Row
 from pyspark.sql.streaming import StatefulProcessorHandle
 
-from jobs.money_enrichment_rules import LOOKUP, STREAM
-from jobs.money_enrichment_stages import (SESSION_START, TX, TX_FIELDS, USER, USER_UPDATE, Timely, dead, flow, pick,
+from jobs.money_enrichment.rules import LOOKUP, STREAM
+from jobs.money_enrichment.given import (SESSION_START, TX, TX_FIELDS, USER, USER_UPDATE, Timely, dead, flow, pick,
                                           schema_of)
 from joinlab.events import timer_ms
 

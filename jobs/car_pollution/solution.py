@@ -1,4 +1,4 @@
-"""Car pollution, the solution's two processors (the wiring: jobs/car_pollution.py).
+"""Car pollution, the solution's two processors (the wiring: jobs/car_pollution/job.py).
 
   1. CarMovesProcessor, keyed by car: the car's latest arrival; a move becomes DEL(old zone) +
      ADD(new zone);
@@ -18,7 +18,7 @@ from typing import Iterator, NamedTuple
 from pyspark.sql import Row
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
-from jobs.car_pollution import ADD, DEL, READING, op_row
+from jobs.car_pollution.job import ADD, DEL, READING, op_row
 from joinlab.named_state import ddl, load
 
 

@@ -19,7 +19,7 @@ from typing import Iterator, NamedTuple
 from pyspark.sql import Row
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
-from jobs.lottery_rules import WINDOW_US, draw, message, window_start
+from jobs.lottery.rules import WINDOW_US, draw, message, window_start
 from joinlab.events import timer_ms
 from joinlab.named_state import KeyCache, ddl, grouping_key, load, move_timer
 

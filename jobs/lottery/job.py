@@ -1,5 +1,5 @@
 """Lottery: lottery events and user events co-processed by three keyed stages, 10-second
-windows, and a seeded winner per window (stages: jobs/lottery_stages.py; rules: lottery_rules.py).
+windows, and a seeded winner per window (stages: jobs/lottery/given.py; rules: lottery_rules.py).
 
 A click needs both its lottery's state (started?) and its user's coupons, and the two topics are
 keyed by different ids. So no single key can hold both: stage 1 keyed by lottery, stage 2 by
@@ -7,7 +7,9 @@ user, stage 3 by lottery again, chained in one query. Each stage applies its rul
 order once the watermark has passed an event, so the result does not depend on which topic was
 read first, nor on partitions, tasks or micro-batches. `decide` is the whole pattern as a
 function of DataFrames; `build` only wires it to Kafka rows. The first two stages come from a
-solution module (joinlab.solutions): jobs/lottery_solution.py, or a candidate's exercises/lottery.py.
+solution module (joinlab.solutions): jobs/lottery/solution.py, or a candidate's exercises/lottery.py.
+`InMemory` chains the stages as `decide` does, through pyspark's TwsTester, for the unit tests and
+the interview grader.
 """
 from __future__ import annotations
 
@@ -15,19 +17,22 @@ import json
 from datetime import datetime
 from types import ModuleType
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
+from pyspark.sql.streaming.tws_tester import TwsTester
 
-from jobs.lottery_rules import BOUGHT, CLICKED, STARTED, WINDOW_US, settings
-from jobs.lottery_stages import EVENT_COLUMNS, FLOW, LOTTERY, REJECTION, USER, WINNER, Draw
+from jobs.lottery.given import EVENT_COLUMNS, FLOW, LOTTERY, REJECTION, USER, WINNER, Draw
+from jobs.lottery.rules import BOUGHT, CLICKED, STARTED, WINDOW_US, settings
 from joinlab import solutions
-from joinlab.events import Check, EventSchema, parse_events, parse_time
+from joinlab.events import (Check, EventSchema, Route, micros, moment, parse_events, parse_time, route_columns,
+                            route_of, valid_events)
+from joinlab.in_memory import NEVER_LATE, EventTime, advance, feed, out_ms
 
 LOTTERY_TOPIC, USER_TOPIC = "lottery-events", "user-events"
 WINNERS_TOPIC, REJECTIONS_TOPIC, DEAD_LETTERS_TOPIC = "lottery-winners", "lottery-rejections", "lottery-dlq"
 INPUT_TOPICS = [LOTTERY_TOPIC, USER_TOPIC]
 OUTPUT_TOPICS = [WINNERS_TOPIC, REJECTIONS_TOPIC, DEAD_LETTERS_TOPIC]
-SOLUTION, PROCESSORS = "jobs.lottery_solution", ("LotteryGate", "Coupons")
+SOLUTION, PROCESSORS = "jobs.lottery.solution", ("LotteryGate", "Coupons")
 
 _ID = Check("length(event_id) > 0", lambda e: len(e["event_id"]) > 0, "invalid field: event_id (must not be empty)")
 LOTTERY_EVENTS = EventSchema(
@@ -48,6 +53,12 @@ USER_EVENTS = EventSchema(
                   lambda e: e["type"] != CLICKED or e.get("lottery_id") is not None,
                   f"missing field: lottery_id ({CLICKED} needs it)")))
 
+# Stage 1's keys: a lottery's starts and clicks by lottery (a click needs to know whether it started),
+# purchases by user. Stage 2 keys by user, stage 3 by lottery (the rows' own entity and entity_id).
+_A_CLICK = Check(f"`type` = '{CLICKED}'", lambda e: e["type"] == CLICKED, "a click")
+ROUTES = [Route(LOTTERY_EVENTS, LOTTERY, "lottery_id"), Route(USER_EVENTS, LOTTERY, "lottery_id", when=_A_CLICK),
+          Route(USER_EVENTS, USER, "user_id")]
+
 
 def decide(events: DataFrame, seed: int, watermark_delay_ms: int, solution: ModuleType | None = None) -> DataFrame:
     """The core of the pattern: valid events (parse_events' frame) in, outcomes out (FLOW rows of
@@ -58,11 +69,9 @@ def decide(events: DataFrame, seed: int, watermark_delay_ms: int, solution: Modu
     metadata), so it sees a late event and rejects it with a reason; the watermark still advances."""
     stages = solutions.of(SOLUTION, PROCESSORS, solution)
     timed = events.withWatermark("event_time", f"{watermark_delay_ms} milliseconds")
-    by_lottery = (F.col("topic") == LOTTERY_TOPIC) | (F.col("type") == CLICKED)
-    keyed = timed.select(F.when(by_lottery, LOTTERY).otherwise(USER).alias("entity"),
-                         F.when(by_lottery, F.col("lottery_id")).otherwise(F.col("user_id")).alias("entity_id"),
-                         "event_id", "type", F.unix_micros("event_time").alias("t_us"),
-                         "lottery_id", "user_id", "amount")
+    entity, entity_id = route_columns(ROUTES)
+    keyed = timed.select(entity.alias("entity"), entity_id.alias("entity_id"), "event_id", "type",
+                         F.unix_micros("event_time").alias("t_us"), "lottery_id", "user_id", "amount")
     gated = keyed.select(*EVENT_COLUMNS).groupBy("entity", "entity_id").transformWithState(
         stages.LotteryGate(), FLOW, "Append", "EventTime", eventTimeColumnName="out_time")
     spent = gated.groupBy("entity", "entity_id").transformWithState(
@@ -91,11 +100,71 @@ def to_kafka_rows(outcomes: DataFrame) -> DataFrame:
 def build(raw: DataFrame, solution: ModuleType | None = None) -> DataFrame:
     """Raw Kafka rows in, Kafka sink rows (topic, key, value) out: winners, rejections, dead letters.
     The seed and the watermark delay are read from the environment here ($LOTTERY_SEED,
-    $LOTTERY_WATERMARK_DELAY; see jobs/lottery_rules.py)."""
+    $LOTTERY_WATERMARK_DELAY; see jobs/lottery/rules.py)."""
     parsed = parse_events(raw, [LOTTERY_EVENTS, USER_EVENTS], DEAD_LETTERS_TOPIC, job="lottery")
     config = settings()
     outcomes = decide(parsed.events, config.seed, config.watermark_delay_ms, solution)
     return to_kafka_rows(outcomes).unionByName(parsed.dead_letters)
+
+
+class InMemory:
+    """decide's three stages through pyspark's TwsTester, one micro-batch at a time. Stage 1's
+    watermark is the batch's; stages 2 and 3 take their input first and then fire their timers
+    (Spark handles a batch's input before its timers)."""
+
+    def __init__(self, solution: ModuleType | None = None, seed: int | None = None, delay_ms: int | None = None):
+        stages = solutions.of(SOLUTION, PROCESSORS, solution)
+        config = settings() if seed is None or delay_ms is None else None
+        self.seed = config.seed if seed is None else seed
+        self.gate = TwsTester(stages.LotteryGate(), timeMode="EventTime", eventTimeExtractor=lambda r: NEVER_LATE)
+        self.coupons = TwsTester(stages.Coupons(), timeMode="EventTime", eventTimeExtractor=out_ms)
+        self.draw = TwsTester(Draw(self.seed), timeMode="EventTime", eventTimeExtractor=out_ms)
+        self.clock = EventTime(config.watermark_delay_ms if delay_ms is None else delay_ms)
+
+    def rows(self, records) -> list[Row]:
+        """Valid input records as stage 1's rows."""
+        return [event_row(schema, e) for schema, e in valid_events(records, [LOTTERY_EVENTS, USER_EVENTS])]
+
+    def batch(self, rows: list[Row], watermark: int | None = None) -> list[Row]:
+        """One micro-batch; its watermark is the newest event time of earlier batches - delay."""
+        watermark = self.clock.next(watermark)
+        key = lambda r: (r.entity, r.entity_id)  # noqa: E731
+        out1 = advance(self.gate, watermark) + feed(self.gate, rows, key)
+        out2 = feed(self.coupons, out1, key) + advance(self.coupons, watermark)
+        out3 = feed(self.draw, out2, key) + advance(self.draw, watermark)
+        self.clock.done(watermark, rows)
+        return out3
+
+    def run(self, batches: list[list[Row]]) -> list[Row]:
+        """Every batch, then the no-data batch Spark runs when the watermark has moved."""
+        out = [row for rows in batches for row in self.batch(rows)]
+        return out + self.batch([])
+
+    def views(self, out: list[Row]) -> dict:
+        """The outcome rows as the output topics' views, by the same keys as `actual`."""
+        views: dict = {}
+        for r in out:
+            if r.kind == WINNER:
+                start = moment(r.window_start_us)
+                key, view = winner_key(r.lottery_id, start), {
+                    "lottery_id": r.lottery_id, "window_start": start,
+                    "window_end": moment(r.window_start_us + WINDOW_US), "winner_user_id": r.winner_user_id,
+                    "winning_event_id": r.winning_event_id, "entrants": r.entrants, "seed": r.seed}
+            else:
+                key, view = f"rejection {r.event_id}", {
+                    "event_id": r.event_id, "type": r.type, "event_time": moment(r.t_us), "lottery_id": r.lottery_id,
+                    "user_id": r.user_id, "amount": r.amount, "rule": r.rule, "message": r.message}
+            views[key] = view if views.get(key, view) == view else {"conflicting": [views[key], view]}
+        return views
+
+
+def event_row(schema: EventSchema, event: dict) -> Row:
+    """One valid event as stage 1 gets it, keyed by ROUTES; times in microseconds."""
+    entity, entity_id = route_of(ROUTES, schema, event)
+    fields = dict.fromkeys(EVENT_COLUMNS)
+    fields.update({name: event.get(name) for name in EVENT_COLUMNS if name in event}, entity=entity,
+                  entity_id=entity_id, t_us=micros(event["event_time"]))
+    return Row(**fields)
 
 
 # --- Reading the output topics: what a consumer keeps -----------------------------------------

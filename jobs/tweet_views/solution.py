@@ -4,7 +4,7 @@ version and the latest version of each of the author's tweets (transformWithStat
 A new tweet emits a view when the author is known; a newer user version re-emits a view for every
 stored tweet it reaches; stale versions are ignored. So the last view of each tweet never depends
 on the order the two topics were read in. The wiring (topics, parsing, keying, sink) is
-jobs/tweet_views.py.
+jobs/tweet_views/job.py.
 
 Why one value per author: every state call is a round trip to the JVM. The author's state is read
 once per micro-batch and written at most once, however many of their events the batch holds.
@@ -20,14 +20,13 @@ None, the processor contract.)
 """
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Iterator, NamedTuple
 
 from pyspark.sql import Row
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
 from joinlab.named_state import ddl
-from jobs.tweet_views import retention
 
 
 class User(NamedTuple):
@@ -56,17 +55,17 @@ def utc(moment: datetime) -> datetime:
     return moment.astimezone(timezone.utc)
 
 
-# State an earlier layout of this processor kept (a value "user" and a map "tweets" per author).
-# Spark restarts a checkpoint holding them without a word and this processor would not see them,
-# so joinlab.job refuses such a checkpoint and says to run with --reset.
+# State names this processor does not declare but a checkpoint of an older release may hold (a
+# value "user" and a map "tweets" per author). Spark would restart from it without a word and the
+# processor would not see them, so joinlab.job refuses such a checkpoint and says to run --reset.
 RETIRED_STATE = ("user", "tweets")
 
 
 class TweetViewsProcessor(StatefulProcessor):
     """Per author: the latest user and the latest version of each tweet; emits views on change."""
 
-    def __init__(self):
-        self.retention = retention()  # read on the driver, travels with the processor
+    def __init__(self, retention: timedelta):
+        self.retention = retention  # the job's $LAB_TWEET_VIEWS_RETENTION, read on the driver
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.author = handle.getValueState("author", ddl(Author))

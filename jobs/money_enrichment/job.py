@@ -1,8 +1,8 @@
 """Money enrichment: transactions joined to their session and to their user as of the
 transaction's time, deduplicated, first-of-type flagged; late ones enriched by a lookup service.
 
-(build: below; stages: jobs/money_enrichment_stages.py; rules: money_enrichment_rules.py.)
-Stage 1 comes from a solution module (joinlab.solutions): jobs/money_enrichment_solution.py, or a
+(build: below; stages: jobs/money_enrichment/given.py; rules: money_enrichment_rules.py.)
+Stage 1 comes from a solution module (joinlab.solutions): jobs/money_enrichment/solution.py, or a
 candidate's exercises/money_enrichment.py.
 """
 from __future__ import annotations
@@ -10,18 +10,22 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+from collections import namedtuple
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
+from pyspark.sql.streaming.tws_tester import TwsTester
 
-from jobs.money_enrichment_lookup import lookup_step
-from jobs.money_enrichment_rules import TYPES, Settings, settings
-from jobs.money_enrichment_stages import (DEAD, ENRICHED, EVENT_COLUMNS, FLOW, SESSION, SESSION_START, TX, USER,
-                                          USER_UPDATE, UserEnrich)
+from jobs.money_enrichment.given import (DEAD, ENRICHED, EVENT_COLUMNS, FLOW, SESSION, SESSION_START, TX, USER,
+                                         USER_UPDATE, UserEnrich)
+from jobs.money_enrichment.lookup import enrich_rows, lookup_step
+from jobs.money_enrichment.rules import TYPES, Settings, settings
 from joinlab import solutions
-from joinlab.events import Check, EventSchema, micros, parse_events, parse_time, validate
+from joinlab.events import (Check, EventSchema, Route, micros, moment, parse_events, parse_time, route_columns,
+                            route_of, valid_events, validate)
+from joinlab.in_memory import NEVER_LATE, EventTime, feed, out_ms
 
 if TYPE_CHECKING:
     from joinlab.lookup import LookupSettings
@@ -30,7 +34,7 @@ TRANSACTIONS_TOPIC, SESSIONS_TOPIC, USERS_TOPIC = "money-transactions", "money-s
 ENRICHED_TOPIC, DEAD_LETTERS_TOPIC = "money-enriched", "money-dlq"
 INPUT_TOPICS = [TRANSACTIONS_TOPIC, SESSIONS_TOPIC, USERS_TOPIC]
 OUTPUT_TOPICS = [ENRICHED_TOPIC, DEAD_LETTERS_TOPIC]
-SOLUTION, PROCESSORS = "jobs.money_enrichment_solution", ("SessionJoin",)
+SOLUTION, PROCESSORS = "jobs.money_enrichment.solution", ("SessionJoin",)
 # Avro-encoded state: a field added to a stored value (the user) is read as NULL from old entries
 # on restart; Spark's default encoding refuses the changed schema (docs/money_enrichment.md).
 # Fixed when a checkpoint is created; joinlab.job.start applies it.
@@ -57,6 +61,11 @@ USERS = EventSchema(
                   "version": "bigint", "event_time": "timestamp"})
 SCHEMAS = [TRANSACTIONS, SESSIONS, USERS]
 
+# Stage 1's keys: transactions and sessions by session, users by user (stage 2's key, as a string).
+ROUTES = [Route(TRANSACTIONS, SESSION, "session_id"), Route(SESSIONS, SESSION, "session_id"),
+          Route(USERS, USER, "user_id")]
+KINDS = {TRANSACTIONS_TOPIC: TX, SESSIONS_TOPIC: SESSION_START, USERS_TOPIC: USER_UPDATE}  # a row's kind, by topic
+
 
 def keyed(events: DataFrame, config: Settings) -> DataFrame:
     """Valid events (parse_events' frame) as stage 1's input rows, keyed by session or user.
@@ -65,12 +74,12 @@ def keyed(events: DataFrame, config: Settings) -> DataFrame:
     The stages get the event time as plain microseconds (t_us carries no watermark metadata), so a
     late transaction reaches them and is looked up; the watermark still advances."""
     timed = events.withWatermark("event_time", f"{config.watermark_delay_ms} milliseconds")
-    is_user = F.col("topic") == USERS_TOPIC
-    kind = F.when(F.col("topic") == TRANSACTIONS_TOPIC, TX).when(F.col("topic") == SESSIONS_TOPIC, SESSION_START)
-    return timed.select(F.when(is_user, USER).otherwise(SESSION).alias("entity"),
-                        F.when(is_user, F.col("user_id").cast("string")).otherwise(F.col("session_id"))
-                        .alias("entity_key"),
-                        kind.otherwise(USER_UPDATE).alias("kind"), "tx_id", "user_id", "session_id", "amount",
+    entity, entity_key = route_columns(ROUTES, "string")
+    kind = F.lit(None)
+    for topic, name in KINDS.items():
+        kind = F.when(F.col("topic") == topic, name).otherwise(kind)
+    return timed.select(entity.alias("entity"), entity_key.alias("entity_key"),
+                        kind.alias("kind"), "tx_id", "user_id", "session_id", "amount",
                         "currency", "type", F.unix_micros("event_time").alias("t_us"),
                         F.col("source_partition").cast("bigint").alias("src_partition"),
                         F.col("source_offset").cast("bigint").alias("src_offset"),
@@ -130,7 +139,7 @@ def to_kafka_rows(flows: DataFrame) -> DataFrame:
 
 def build(raw: DataFrame, solution: ModuleType | None = None) -> DataFrame:
     """Raw Kafka rows in, Kafka sink rows (topic, key, value) out: enriched transactions and dead
-    letters. Settings come from the environment here (jobs/money_enrichment_rules.py, and the
+    letters. Settings come from the environment here (jobs/money_enrichment/rules.py, and the
     lookup client's MONEY_LOOKUP_*), read once on the driver."""
     from joinlab.lookup import LookupSettings
     parsed = parse_events(raw, SCHEMAS, DEAD_LETTERS_TOPIC, job="money-enrichment")
@@ -159,6 +168,98 @@ def services(bootstrap: str):
                     os.environ.pop(name, None)
                 else:
                     os.environ[name] = value
+
+
+Found = namedtuple("Found", "session error attempts")  # a lookup's result, as joinlab.lookup gives it
+
+
+class InMemory:
+    """Stage 1 -> stage 2 -> lookup step through pyspark's TwsTester, keyed and chained as in
+    `enrich`. The lookup service knows `sessions` (session_id -> SessionStarted event as on the
+    topic); by default, as the real service reading the sessions topic, every session of the
+    batches so far."""
+
+    def __init__(self, solution: ModuleType | None = None, config: Settings | None = None,
+                 sessions: dict | None = None, users: list[Row] = ()):
+        stages = solutions.of(SOLUTION, PROCESSORS, solution)
+        self.config = config or settings()
+        self.sessions, self.reads_topic = sessions if sessions is not None else {}, sessions is None
+        self.join = TwsTester(stages.SessionJoin(self.config), timeMode="EventTime",
+                              eventTimeExtractor=lambda r: NEVER_LATE)
+        initial = [((u.entity, u.entity_key), u) for u in users] or None
+        self.enrich = TwsTester(UserEnrich(self.config), initialStateRow=initial, timeMode="EventTime",
+                                eventTimeExtractor=out_ms)
+        self.clock, self.lookups = EventTime(self.config.watermark_delay_ms), []
+
+    def rows(self, records) -> list[Row]:
+        """Valid events as stage 1's rows."""
+        out = []
+        for record in records:
+            for schema, e in valid_events([record], SCHEMAS):
+                entity, key = route_of(ROUTES, schema, e, "string")
+                fields = dict.fromkeys(EVENT_COLUMNS)
+                fields.update({name: e.get(name) for name in EVENT_COLUMNS if name in e}, entity=entity,
+                              entity_key=key, kind=KINDS[schema.topic], t_us=micros(e["event_time"]),
+                              src_partition=getattr(record, "partition", None),
+                              src_offset=getattr(record, "offset", None))
+                out.append(Row(**fields))
+        return out
+
+    @staticmethod
+    def _step(tester, rows, watermark) -> list[Row]:
+        """Spark's order within a batch: the batch's watermark, its input, then expired timers."""
+        if watermark > tester._currentWatermarkMs:
+            tester._currentWatermarkMs = watermark
+            tester.handle.setWatermark(watermark)
+        return feed(tester, rows, lambda r: (r.entity, r.entity_key)) + tester._handleExpiredTimers()
+
+    def _lookup(self, ids):
+        self.lookups += ids
+        known = self.sessions
+        return {i: Found(known.get(i), None if i in known else "session not found (HTTP 404)", 1) for i in ids}
+
+    def _read_sessions(self, rows: list[Row]) -> None:
+        """What the lookup service has read off the sessions topic by this batch (first one wins)."""
+        for r in rows:
+            if r.kind == SESSION_START:
+                self.sessions.setdefault(r.session_id, {"session_id": r.session_id, "user_id": r.user_id,
+                                                        "country": r.country, "device": r.device,
+                                                        "event_time": moment(r.t_us).isoformat()})
+
+    def batch(self, rows: list[Row], watermark: int | None = None) -> list[dict]:
+        """One micro-batch: FLOW rows (as dicts) of kind "enriched" or "dead", after the lookup step."""
+        if self.reads_topic:
+            self._read_sessions(rows)
+        watermark = self.clock.next(watermark)
+        joined = self._step(self.join, rows, watermark)
+        enriched = self._step(self.enrich, joined, watermark)
+        self.clock.done(watermark, rows)
+        return enrich_rows([r.asDict() for r in enriched], self._lookup)
+
+    def run(self, batches: list[list[Row]]) -> list[dict]:
+        """Every batch, then the no-data batch Spark runs when the watermark has moved."""
+        out = [row for rows in batches for row in self.batch(rows)]
+        return out + self.batch([])
+
+    @staticmethod
+    def dead_letters(out: list[dict]) -> dict:
+        """tx_id (or session_id) -> the reason of its last dead letter."""
+        return {r["entity_key"]: r["reason"] for r in out if r["kind"] == DEAD}
+
+    @staticmethod
+    def views(out: list[dict]) -> dict:
+        """tx_id -> its last enriched record as `actual` reads it."""
+        views = {}
+        for r in out:
+            if r["kind"] == ENRICHED:
+                body = {name: r[name] for name in ("tx_id", "user_id", "session_id", "amount", "currency", "type",
+                                                   "session_country", "session_device", "user_name", "user_country",
+                                                   "user_segment", "user_version", "first_of_type")}
+                body.update(event_time=moment(r["t_us"]).isoformat(),
+                            session_started_at=moment(r["session_start_us"]).isoformat()
+                            if r["session_start_us"] is not None else None)
+                views[r["tx_id"]] = parse_output(json.dumps(body).encode())
+        return views
 
 
 # --- Reading the output topic: what a consumer keeps -------------------------------------------

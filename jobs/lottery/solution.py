@@ -19,9 +19,9 @@ from typing import Iterator, NamedTuple
 from pyspark.sql import Row
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
-from jobs.lottery_rules import (ALREADY_STARTED, BOUGHT, DEDUP_HORIZON_US, INACTIVE, LATE, NO_COUPON, NON_POSITIVE,
+from jobs.lottery.rules import (ALREADY_STARTED, BOUGHT, DEDUP_HORIZON_US, INACTIVE, LATE, NO_COUPON, NON_POSITIVE,
                                 STARTED, order_key)
-from jobs.lottery_stages import ENTRY, EVENT, LOTTERY, PASS, USER, entity_key, flow, reject
+from jobs.lottery.given import ENTRY, EVENT, LOTTERY, PASS, USER, entity_key, flow, reject
 from joinlab.events import timer_ms
 from joinlab.named_state import KeyCache, ddl, load, move_timer
 

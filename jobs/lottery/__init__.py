@@ -1,0 +1,1 @@
+"""The lottery pattern: job.py wires it, solution.py holds its processors, README.md is its spec."""
