@@ -1,4 +1,5 @@
-"""Exercise 2 (one-to-many, 45-60 min): car pollution. Read car_pollution.md first.
+"""Exercise 2 (one-to-many, 45-60 min): car pollution. Read car_pollution.md first
+(in the lab: jobs/car_pollution/README.md, the part above its solution marker).
 
 Write the two stateful processors the job chains (everything else is given: jobs/car_pollution/job.py
 parses both topics, dead-letters malformed records, keys and wires the two stages, writes the
@@ -10,15 +11,15 @@ Stage 1, CarMovesProcessor, grouped by (entity, entity_id): ("car", car_id) for 
     entity, entity_id, car_id, plate, to_zone_id, fuel_level, zone_id, pollution_level, seq, event_time
 
 (an arrival fills the car columns, a reading zone_id and pollution_level; seq counts each car's
-and each zone's events 1, 2, 3, ... in event-time order). Yield stage 2's rows, made with
-jobs.car_pollution.job.op_row (columns jobs.car_pollution.job.OP), which stage 2 gets grouped by zone_id:
+and each zone's events 1, 2, 3, ... in event-time order). Yield stage 2's rows, made with the
+job module's op_row (columns OP; imported below), which stage 2 gets grouped by zone_id:
 
     op_row(ADD, zone_id, arrival_row)             a car is (now) in zone_id
     op_row(DEL, zone_id, car_id=.., car_seq=..)   a car left zone_id (its entry of seq car_seq)
     op_row(READING, zone_id, reading_seq=.., pollution_level=.., reading_time=..)
 
-Stage 2, ZoneCarsProcessor, grouped by zone_id: yield the output rows, columns
-jobs.car_pollution.job.VIEW:
+Stage 2, ZoneCarsProcessor, grouped by zone_id: yield the output rows, columns VIEW
+of the job module:
 
     Row(op="ADD" or "DEL", car_id=.., car_seq=.., plate=.., zone_id=.., fuel_level=.., car_time=..,
         reading_seq=.., pollution_level=.., reading_time=..)

@@ -1,8 +1,9 @@
-"""Exercise 3 (event-time rules across two keys, 60-90 min): the lottery. Read lottery.md first.
+"""Exercise 3 (event-time rules across two keys, 60-90 min): the lottery. Read lottery.md first
+(in the lab: jobs/lottery/README.md, the part above its solution marker).
 
 Write the first two of the three stages the job chains (everything else is given: jobs/lottery/job.py
 parses both topics, dead-letters malformed records, keys and wires the stages, writes the output
-topics; stage 3, jobs.lottery.given.Draw, collects the entries per 10-second window and draws
+topics; stage 3, Draw in jobs/lottery/given.py, collects the entries per 10-second window and draws
 the winner when the watermark passes the window's end). All stages run in event-time mode.
 
 Stage 1, LotteryGate, grouped by (entity, entity_id): ("lottery", lottery_id) for LotteryStarted
@@ -10,18 +11,18 @@ and Clicked, ("user", user_id) for CouponsBought. Input rows have the columns
 
     entity, entity_id, event_id, type, t_us, lottery_id, user_id, amount
 
-(type: jobs.lottery.rules.STARTED, BOUGHT or CLICKED; t_us: the event time in microseconds;
+(type: STARTED, BOUGHT or CLICKED, from jobs/lottery/rules.py; t_us: the event time in microseconds;
 amount only for BOUGHT). Stage 2, Coupons, gets what stage 1 yields, grouped by the same
 (entity, entity_id) columns of the rows stage 1 made.
 
-Both stages yield rows of one shape (jobs.lottery.given.FLOW), made with the given helpers:
+Both stages yield rows of one shape (FLOW in jobs/lottery/given.py), made with the given helpers:
 
     flow(EVENT, USER, user_id, watermark_ms, **event)         an event for stage 2, keyed by user
     flow(ENTRY, LOTTERY, lottery_id, watermark_ms, **event)   a click that entered the draw (to stage 3)
     reject(event, RULE, watermark_ms)                         a rejection (goes to the output as it is)
 
 where `event` is a dict of the event's own fields (event_id, type, t_us, lottery_id, user_id,
-amount) and RULE one of jobs.lottery.rules ALREADY_STARTED, NON_POSITIVE, INACTIVE, NO_COUPON,
+amount) and RULE one of rules.py's ALREADY_STARTED, NON_POSITIVE, INACTIVE, NO_COUPON,
 LATE. A row whose entity is PASS (a rejection) that reaches a stage must be yielded unchanged.
 
 The rules (lottery.md has them in full): a lottery can start once; a click counts only on a

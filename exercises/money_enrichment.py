@@ -1,22 +1,23 @@
-"""Exercise 4 (the hard one, 90 min): money enrichment. Read money_enrichment.md first.
+"""Exercise 4 (the hard one, 90 min): money enrichment. Read money_enrichment.md
+first (in the lab: jobs/money_enrichment/README.md, the part above its solution marker).
 
 Write SessionJoin, the first of the two stages the job chains: dedup, waiting, expiry. Everything
 else is given: jobs/money_enrichment/job.py parses the three topics, dead-letters malformed records,
-keys and wires the stages and writes the output; stage 2 (jobs.money_enrichment.given.UserEnrich)
+keys and wires the stages and writes the output; stage 2 (UserEnrich in jobs/money_enrichment/given.py)
 adds the user as of the transaction's time and flags the first transaction of each type; the last
 step asks the session lookup service for the session of every transaction you send it.
 
 SessionJoin(config) runs in event-time mode, grouped by (entity, entity_key): ("session",
 session_id) for transactions and SessionStarted, ("user", str(user_id)) for UserUpdated. `config`
-is a jobs.money_enrichment.rules.Settings: watermark_delay_ms, session_duration_ms (2 min),
+is a Settings (jobs/money_enrichment/rules.py): watermark_delay_ms, session_duration_ms (2 min),
 wait_limit_ms (30 s), dedup_horizon_ms (10 min). Input rows have the columns
-jobs.money_enrichment.given.EVENT_COLUMNS:
+EVENT_COLUMNS (given.py):
 
     entity, entity_key, kind (TX, SESSION_START or USER_UPDATE), tx_id, user_id, session_id,
     amount, currency, type, t_us (event time, microseconds), src_partition, src_offset,
     country, device (a session's), name, segment, version (a user's)
 
-Yield rows of one shape (jobs.money_enrichment.given.FLOW), made with the given helpers:
+Yield rows of one shape (FLOW in given.py), made with the given helpers:
 
     flow(TX, USER, str(user_id), watermark_ms, **tx, session_country=.., session_device=..,
          session_start_us=.., enriched_by=STREAM)        a transaction joined to its session

@@ -1,4 +1,5 @@
-"""Exercise 1 (warm-up, 30-45 min): tweet views. Read tweet_views.md first.
+"""Exercise 1 (warm-up, 30-45 min): tweet views. Read tweet_views.md first (in the lab:
+jobs/tweet_views/README.md, the part above its solution marker).
 
 Write TweetViewsProcessor. Everything else is given: the job (jobs/tweet_views/job.py) parses both
 topics, sends malformed records to the dead-letter topic, groups both sides by author (user_id)
@@ -7,7 +8,7 @@ and, once per author per micro-batch, calls
     handleInputRows(key, rows, timerValues)
 
 with key = (user_id,) and that author's rows of the micro-batch, in no particular order. Each row
-has the columns of jobs.tweet_views.job.SIDE_COLUMNS:
+has the columns of SIDE_COLUMNS (in the job module):
 
     kind        "user" or "tweet"
     user_id     the author
@@ -17,8 +18,10 @@ has the columns of jobs.tweet_views.job.SIDE_COLUMNS:
     name, handle        (kind "user"; None for tweets)
 
 Whatever you yield goes to the tweet-views topic, keyed by tweet_id; a consumer keeps, per tweet,
-the view with the highest (tweet_version, user_version). Yield rows with exactly the columns of
-jobs.tweet_views.job.VIEW:
+the view with the highest (tweet_version, user_version). A profile version reaches only the
+tweets written at most the retention before it (retention() in the job module:
+$LAB_TWEET_VIEWS_RETENTION, 30 days by default). Yield rows with exactly the columns of VIEW (in
+the job module):
 
     Row(tweet_id=..., tweet_version=..., text=..., tweet_time=...,
         user_id=..., user_version=..., name=..., handle=..., user_time=...)

@@ -173,6 +173,40 @@ def workspace(tmp_path_factory):
     return out
 
 
+def below_the_marker(page: Path) -> set[str]:
+    """The significant lines of a pattern's page below its solution marker."""
+    from joinlab.interview import MARKER
+    lines = page.read_text().splitlines()
+    return {text.strip() for text in lines[lines.index(MARKER) + 1:] if len(text.strip()) >= 16}
+
+
+@pytest.mark.parametrize("pattern", list(EXERCISES))
+def test_a_prompt_is_the_page_above_its_marker_and_holds_no_line_of_the_solution_below_it(pattern):
+    ex = exercise(pattern)
+    prompt = ex.prompt_text()
+    assert ex.prompt().read_text().startswith(prompt.rstrip()) and "## Questions" in prompt
+    assert "## State" not in prompt, "the solution's state layout belongs below the marker"
+    assert not below_the_marker(ex.prompt()) & {line.strip() for line in prompt.splitlines()}
+
+
+def test_a_page_without_the_marker_gives_no_prompt(tmp_path):
+    from joinlab.interview import prompt_text
+    page = tmp_path / "README.md"
+    page.write_text("# A pattern\n\nThe prompt and the solution, with nothing between them.\n")
+    with pytest.raises(ValueError, match="exactly once"):
+        prompt_text(page)
+
+
+def test_the_packed_prompt_is_the_page_above_the_marker_and_no_page_in_the_workspace_holds_what_is_below(workspace):
+    ex = exercise("tweet-views")
+    assert (workspace / "tweet_views.md").read_text() == ex.prompt_text()
+    solution = below_the_marker(ex.prompt())
+    leaks = [(p.relative_to(workspace), line) for p in workspace.rglob("*.md")
+             for line in solution & {text.strip() for text in p.read_text(errors="replace").splitlines()}]
+    assert not leaks, f"text from below the marker in the workspace: {leaks[:5]}"
+    assert not list((workspace / "lab" / "jobs").rglob("README.md")), "a pattern's page holds its solution"
+
+
 def test_a_packed_workspace_holds_no_solution_and_no_reference(workspace):
     files = [p for p in workspace.rglob("*") if p.is_file()]
     assert {"tweet_views.md", "README.md", "Makefile", "tweet_views.py", "expectation.json"} <= {p.name for p in files}

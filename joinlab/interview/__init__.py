@@ -1,6 +1,7 @@
 """Interview mode: an exercise per pattern, a grader, and a candidate workspace without the answers.
 
-    exercises/<module>.md            the prompt          exercises/<module>.py   the stub to edit
+    jobs/<module>/README.md          the pattern's page: above MARKER the prompt, below it the solution
+    exercises/<module>.py            the stub to edit
     exercises/scenarios/<module>/    visible scenarios   exercises/hidden/<module>/  held back
 
 `joinlab interview check PATTERN` grades a solution module (a candidate's file) in two stages:
@@ -15,12 +16,23 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+# The line of a pattern's page that ends the candidate's prompt: what follows is the lab's solution.
+MARKER = "<!-- solution: not in a candidate's workspace -->"
+
+
+def prompt_text(page: Path) -> str:
+    """The part of a pattern's page above MARKER: the prompt a candidate gets. A page without the
+    marker is refused, so a page that lost it never hands the solution out."""
+    lines = page.read_text().splitlines()
+    if lines.count(MARKER) != 1:
+        raise ValueError(f"{page} must hold the line {MARKER!r} exactly once")
+    return "\n".join(lines[:lines.index(MARKER)]).rstrip() + "\n"
 
 
 @dataclass(frozen=True)
 class Exercise:
     pattern: str
-    module: str       # file names: exercises/<module>.py, .md, scenarios/<module>/
+    module: str       # file names: exercises/<module>.py, jobs/<module>/README.md, scenarios/<module>/
     level: str
     time_box: str
     key: str          # what one output key is, in the grader's messages
@@ -30,7 +42,11 @@ class Exercise:
         return root / "exercises" / f"{self.module}.py"
 
     def prompt(self, root: Path = ROOT) -> Path:
-        return root / "exercises" / f"{self.module}.md"
+        """The pattern's page; the prompt is its part above MARKER (prompt_text)."""
+        return root / "jobs" / self.module / "README.md"
+
+    def prompt_text(self, root: Path = ROOT) -> str:
+        return prompt_text(self.prompt(root))
 
     def scenarios(self, root: Path = ROOT) -> Path:
         return root / "exercises" / "scenarios" / self.module

@@ -12,9 +12,10 @@ from pathlib import Path
 from joinlab.interview import ROOT, Exercise, exercise
 from joinlab.interview.live import write_expectation
 
-# What of the lab goes into a workspace: packages whole, less what holds or runs a solution.
+# What of the lab goes into a workspace: packages whole, less what holds or runs a solution. A
+# pattern's page (jobs/<module>/README.md) holds the solution below its marker: only its prompt goes.
 LAB_PACKAGES = ("joinlab", "jobs", "generators")
-LEFT_OUT = ("solution.py", "bench", "__pycache__", "*.pyc")
+LEFT_OUT = ("solution.py", "README.md", "bench", "__pycache__", "*.pyc")
 
 
 def pyproject() -> str:
@@ -70,7 +71,7 @@ def pack(pattern: str, out: Path, archive: bool = False) -> Path:
         shutil.copytree(ROOT / package, out / "lab" / package, ignore=shutil.ignore_patterns(*LEFT_OUT))
     (out / "lab" / "pyproject.toml").write_text(pyproject())
     (out / "lab" / "README.md").write_text("The Stream Join Lab's code, less the solutions (an interview workspace).\n")
-    shutil.copy(ex.prompt(), out / f"{ex.module}.md")
+    (out / f"{ex.module}.md").write_text(ex.prompt_text())
     shutil.copy(ex.stub(), out / f"{ex.module}.py")
     shutil.copytree(ex.scenarios(), out / "scenarios")
     write_expectation(pattern, out / "expectation.json", seed=7, count=1200)
