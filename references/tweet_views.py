@@ -4,7 +4,7 @@ plus the retention (jobs.tweet_views.job.retention, 30 days by default: a profil
 tweets written at most that long before it). A tweet with no such author version has no view.
 Ties between equal versions are duplicates, so the first one read is kept. The processor applies
 the same rule, so the two agree whatever order the topics are read in, while they are read less
-than the retention apart (docs/tweet_views.md, "State and its bound")."""
+than the retention apart (jobs/tweet_views/README.md, "State")."""
 from __future__ import annotations
 
 from bisect import bisect_right

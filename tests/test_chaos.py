@@ -22,7 +22,7 @@ from tests.conftest import (committed_batches, kill_group, re_emitted, records_i
 pytestmark = pytest.mark.spark
 
 # Disorder within every pattern's watermark delay, so lateness does not depend on where a run
-# was cut (the lottery's caveat in docs/lottery.md).
+# was cut (the lottery's caveat in jobs/lottery/README.md).
 WITHIN_THE_DELAY = Disorder(delayed=0.4, max_delay_s=4.0, duplicates=0.1, malformed=0.02)
 EXTRA = {"lottery": {"lotteries": 3, "users": 30}}
 

@@ -49,7 +49,7 @@ def test_outcomes_equal_the_batch_reference_for_any_partitioning(spark, bootstra
     1 or 8 state partitions give the reference's outcomes. With 1 partition the events arrive in
     two halves, each read by its own run from one checkpoint, as a live job reads what has
     arrived (a cap like maxOffsetsPerTrigger would read the sparse lottery topic behind the busy
-    user topic: see docs/lottery.md). Each run ends with a no-data batch that moves the watermark."""
+    user topic: see jobs/lottery/README.md). Each run ends with a no-data batch that moves the watermark."""
     setup_topics(bootstrap, partitions=topic_partitions)
     records = generate(seed, 800, lotteries=3, users=30, disorder=WITHIN_THE_DELAY)
     before = spark.conf.get("spark.sql.shuffle.partitions")

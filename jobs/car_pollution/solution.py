@@ -8,7 +8,7 @@
 Stale events (a lower per-entity `seq` than the stored one) are ignored, so the last record per
 car never depends on arrival order. Each key's state is read at most once per micro-batch (every
 state call is a round trip to the JVM). State is bounded by the fleet: one entry per car and one
-per zone and car in it (docs/car_pollution.md, "State and its bounds").
+per zone and car in it (jobs/car_pollution/README.md, "State").
 """
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ Why wait for the watermark instead of applying rules on arrival: then no decisio
 order the two topics were read, on partitions or on micro-batch boundaries; only on event times.
 
 State per key is read once and written once per micro-batch, with one timer at a time: every
-state or timer call is a round trip to the JVM (docs/lottery.md, "State and its bounds").
+state or timer call is a round trip to the JVM (jobs/lottery/README.md, "State").
 """
 from __future__ import annotations
 

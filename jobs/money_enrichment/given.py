@@ -180,7 +180,7 @@ class UserEnrich(Timely):
 
     def _forget_versions(self, watermark: int) -> None:
         """Of the versions older than the dedup horizon, only the newest can still be anyone's
-        as-of version: corrections and decisions reach back no further (docs/money_enrichment.md)."""
+        as-of version: corrections and decisions reach back no further (jobs/money_enrichment/README.md)."""
         old = [(t, version) for (version,), (t, *_) in self.users.iterator()
                if timer_ms(t) + self.config.dedup_horizon_ms <= watermark]
         for t, version in sorted(old, key=lambda v: user_version_key(*v))[:-1]:

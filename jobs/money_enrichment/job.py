@@ -36,7 +36,7 @@ INPUT_TOPICS = [TRANSACTIONS_TOPIC, SESSIONS_TOPIC, USERS_TOPIC]
 OUTPUT_TOPICS = [ENRICHED_TOPIC, DEAD_LETTERS_TOPIC]
 SOLUTION, PROCESSORS = "jobs.money_enrichment.solution", ("SessionJoin",)
 # Avro-encoded state: a field added to a stored value (the user) is read as NULL from old entries
-# on restart; Spark's default encoding refuses the changed schema (docs/money_enrichment.md).
+# on restart; Spark's default encoding refuses the changed schema (jobs/money_enrichment/README.md).
 # Fixed when a checkpoint is created; joinlab.job.start applies it.
 SPARK_CONF = {"spark.sql.streaming.stateStore.encodingFormat": "avro"}
 
