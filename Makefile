@@ -15,7 +15,7 @@ GENERATORS ?=
 NATIVE_FLAGS = $(if $(filter-out 0 no false,$(GENERATORS)),--generators)
 
 .DEFAULT_GOAL := help
-.PHONY: help install check-java demo test soak bench broker-start broker-stop broker-status verify \
+.PHONY: help install check-java demo test check soak bench broker-start broker-stop broker-status verify \
 	up up-native down ps logs reset clean interview interview-check compose-test docker-engine
 
 help: ## List the targets
@@ -39,8 +39,15 @@ check-java: ## Check that Java 17+ is on PATH (Spark needs it)
 demo: install check-java ## Run PATTERN (default tweet-views) end to end on the embedded broker and verify it
 	$(LAB) demo $(PATTERN)
 
-test: install check-java ## Run the whole test suite (unit + real broker + real Spark)
+test: install check-java ## Run the whole test suite (unit + real broker + real Spark): what CI runs
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The everyday loop: every pattern's pure tests (TwsTester, no Spark session), the pages' facts,
+# and one live pattern (tweet views on Apache Kafka and Spark, against its reference).
+CHECK_TESTS = $(wildcard tests/test_*_unit.py) tests/test_docs.py tests/test_generators.py \
+	"tests/test_tweet_views.py::test_final_views_equal_the_batch_reference[shuffled-1]"
+check: install check-java ## The pure tests and one live pattern, in under 3 minutes
+	$(PY) -m pytest -q $(CHECK_TESTS) $(PYTEST_ARGS)
 
 SOAK_MINUTES ?= 10
 SOAK_RATE ?= 20
