@@ -16,6 +16,7 @@ from joinlab import patterns
 from joinlab.broker import EmbeddedBroker
 from joinlab.config import lab_home
 from joinlab.generate import Disorder, send, summary
+from joinlab.spark import session, stop
 from joinlab.topics import create_topics
 from joinlab.verify import verify
 
@@ -47,7 +48,6 @@ def run_demo(pattern: str, seed: int = 7, count: int = 20000, solution=None) -> 
         records = generator.generate(seed, count, disorder=DEMO_DISORDER)
         say(f"producing {len(records)} records (seed {seed}): {summary(records)}")
         send(bootstrap, records, progress=False)
-        from joinlab.spark import session, stop
         say("starting Spark and the job (runs until it has caught up)")
         spark = session(f"demo-{pattern}")
         checkpoint = tempfile.mkdtemp(prefix=f"{pattern}-", dir=lab_home())

@@ -38,8 +38,14 @@ from datetime import timedelta
 from pathlib import Path
 from typing import NamedTuple
 
+from joinlab import job as runner
 from joinlab import patterns
+from joinlab import spark as lab_spark
+from joinlab.broker import EmbeddedBroker
+from joinlab.events import parse_time
 from joinlab.generate import Disorder, send
+from joinlab.topics import create_topics, end_offsets, partitions_of, plain_consumer
+from joinlab.verify import verify
 
 WITHIN_THE_DELAY = Disorder(delayed=0.3, max_delay_s=3.0, duplicates=0.05, malformed=0.01)
 EXTRA = {"lottery": {"lotteries": 5, "users": 200}}
@@ -105,7 +111,6 @@ def lag(read: dict[str, dict[str, int]], ends: dict[str, dict[str, int]]) -> int
 
 
 def _ends(consumer, topics: list[str]) -> dict[str, dict[str, int]]:
-    from joinlab.topics import end_offsets, partitions_of
     ends: dict[str, dict[str, int]] = {}
     for tp, offset in end_offsets(consumer, partitions_of(consumer, topics)).items():
         ends.setdefault(tp.topic, {})[str(tp.partition)] = int(offset)
@@ -161,7 +166,6 @@ def _new_id(value, piece: int):
 
 
 def _shift(record, piece: int, moved: timedelta, keep: frozenset):
-    from joinlab.events import parse_time
     try:
         body = json.loads(record.value)
     except ValueError:
@@ -182,7 +186,6 @@ def _shift(record, piece: int, moved: timedelta, keep: frozenset):
 
 
 def _first_batch(pattern: str, query, timeout_s: float = 600) -> None:
-    from joinlab import job as runner
     deadline = time.monotonic() + timeout_s
     while not query.recentProgress:
         if query.exception() is not None:
@@ -210,13 +213,6 @@ def main(argv: list[str] | None = None) -> int:
                         "levels off; new: new ids of every kind in every slice, so state grows with them")
     p.add_argument("--patterns", nargs="*", default=list(patterns.PATTERNS), choices=list(patterns.PATTERNS))
     args = p.parse_args(argv)
-
-    from joinlab import job as runner
-    from joinlab.broker import EmbeddedBroker
-    from joinlab.spark import session, stop
-    from joinlab.topics import create_topics, plain_consumer
-    from joinlab.verify import verify
-
     home = Path(tempfile.mkdtemp(prefix="joinlab-soak-"))
     stop, errors = threading.Event(), []
     slices = max(1, round(args.minutes * 60 / SLICE_S))
@@ -224,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
         broker = stack.enter_context(EmbeddedBroker(log_path=home / "broker.log"))
         bootstrap = broker.bootstrap_servers
         # Python workers connect back to the JVM within this time; on a busy machine 15 s is too short
-        spark = session("soak", **{"spark.python.authenticate.socketTimeout": "120s"})
+        spark = lab_spark.session("soak", **{"spark.python.authenticate.socketTimeout": "120s"})
         runner.quiet_failures(spark)
         queries, inputs = {}, {}
         for pattern in args.patterns:
@@ -281,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
             report = verify(pattern, bootstrap)
             ok &= report.ok
             print("\n".join(report.lines()), flush=True)
-        stop(spark)
+        lab_spark.stop(spark)
     return 0 if ok else 1
 
 

@@ -12,7 +12,6 @@ import json
 import os
 from collections import namedtuple
 from types import ModuleType
-from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
@@ -26,9 +25,7 @@ from joinlab import solutions
 from joinlab.events import (Check, EventSchema, Route, micros, moment, parse_events, parse_time, route_columns,
                             route_of, valid_events, validate)
 from joinlab.in_memory import NEVER_LATE, EventTime, feed, out_ms
-
-if TYPE_CHECKING:
-    from joinlab.lookup import LookupSettings
+from joinlab.lookup import LookupService, LookupSettings
 
 TRANSACTIONS_TOPIC, SESSIONS_TOPIC, USERS_TOPIC = "money-transactions", "money-sessions", "money-users"
 ENRICHED_TOPIC, DEAD_LETTERS_TOPIC = "money-enriched", "money-dlq"
@@ -141,7 +138,6 @@ def build(raw: DataFrame, solution: ModuleType | None = None) -> DataFrame:
     """Raw Kafka rows in, Kafka sink rows (topic, key, value) out: enriched transactions and dead
     letters. Settings come from the environment here (jobs/money_enrichment/rules.py, and the
     lookup client's MONEY_LOOKUP_*), read once on the driver."""
-    from joinlab.lookup import LookupSettings
     parsed = parse_events(raw, SCHEMAS, DEAD_LETTERS_TOPIC, job="money-enrichment")
     config = settings()
     users = users_snapshot(raw.sparkSession, config.users_snapshot) if config.users_snapshot else None
@@ -156,7 +152,6 @@ def services(bootstrap: str):
     if os.environ.get("MONEY_LOOKUP_URL"):
         yield None
         return
-    from joinlab.lookup import LookupService
     with LookupService(bootstrap, topic=SESSIONS_TOPIC, port=0) as service:
         saved = {name: os.environ.get(name) for name in ("MONEY_LOOKUP_URL", "LAB_LOOKUP_TOKEN")}
         os.environ.update(MONEY_LOOKUP_URL=service.url, LAB_LOOKUP_TOKEN=service.token)

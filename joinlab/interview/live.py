@@ -15,10 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 
+from joinlab import job as runner
 from joinlab import patterns
 from joinlab.demo import DEMO_DISORDER, demo_broker
 from joinlab.generate import Record, send
 from joinlab.interview.scenarios import default_settings, plain
+from joinlab.topics import create_topics, end_offsets, partitions_of, plain_consumer, read_topics
+from joinlab.verify import compare
 
 
 @dataclass
@@ -63,9 +66,6 @@ def read_expectation(path: Path) -> tuple[list[Record], dict]:
 def run(pattern: str, solution: ModuleType, *, seed: int = 7, count: int = 1200, expectation: Path | None = None,
         spark=None, say=lambda message: None) -> LiveResult:
     """Run the live stage; `say` hears each step (for a person watching)."""
-    from joinlab import job as runner
-    from joinlab.topics import create_topics, read_topics
-    from joinlab.verify import compare
     began, result, job = time.monotonic(), LiveResult(), patterns.job(pattern)
     if expectation is not None:
         records, expect = read_expectation(expectation)
@@ -112,7 +112,6 @@ def run(pattern: str, solution: ModuleType, *, seed: int = 7, count: int = 1200,
 
 def _records_on(bootstrap: str, topics: list[str]) -> dict[str, int]:
     """Topic -> records it holds, for the topics that hold any."""
-    from joinlab.topics import end_offsets, partitions_of, plain_consumer
     consumer = plain_consumer(bootstrap)
     try:
         held: dict[str, int] = {}

@@ -6,9 +6,12 @@ import signal
 import sys
 import threading
 
+from joinlab.broker import BrokerError, bootstrap_servers
+from joinlab.lookup.config import DEFAULT_PORT, PORT_ENV
+from joinlab.lookup.service import LookupService, ServiceError, token_hint
+
 
 def parser() -> argparse.ArgumentParser:
-    from joinlab.lookup.config import DEFAULT_PORT, PORT_ENV
     p = argparse.ArgumentParser(prog="python -m joinlab.lookup",
                                 description="Serve the sessions of a Kafka topic over HTTP for the money-enrichment "
                                             "job (GET /sessions/<id> with a Bearer token, GET /health).")
@@ -47,8 +50,6 @@ def _fraction(text: str) -> float:
 def main(argv: list[str] | None = None) -> int:
     p = parser()
     args = p.parse_args(argv)
-    from joinlab.broker import BrokerError, bootstrap_servers
-    from joinlab.lookup.service import LookupService, ServiceError, token_hint
     try:
         bootstrap = args.bootstrap or bootstrap_servers()
     except BrokerError as exc:

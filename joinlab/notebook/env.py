@@ -9,6 +9,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from joinlab import broker
+
 
 def default_lab_home() -> None:
     """Point LAB_HOME at the project's .lab/ unless it is set: lab state (broker.json,
@@ -29,7 +31,6 @@ def setting(name: str, default: float) -> Any:
 def connect() -> str:
     """The broker's bootstrap servers: $KAFKA_BOOTSTRAP_SERVERS, else the background embedded
     broker (`make up` / `joinlab broker start`), which is started here if none runs."""
-    from joinlab import broker
     try:
         return broker.bootstrap_servers()
     except broker.BrokerError:

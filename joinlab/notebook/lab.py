@@ -14,17 +14,21 @@ from typing import Any, Callable, Iterable
 
 import pandas as pd
 
-from joinlab import patterns
-from joinlab.generate import Disorder, Record, send
 import joinlab.notebook.progress as query_progress
+from joinlab import job as runner
+from joinlab import patterns
 from joinlab import state as state_source
+from joinlab.config import lab_home
+from joinlab.generate import Disorder, Record, send
 from joinlab.notebook.env import connect, setting
 from joinlab.notebook.feed import Feed
 from joinlab.notebook.peek import frame, latest_records, topic_ends
 from joinlab.notebook.progress import as_dict, wait_until
+from joinlab.spark import session, ui_url
 from joinlab.status import Watcher, observed
 from joinlab.topics import Record as TopicRecord
 from joinlab.topics import create_topics, read_topics
+from joinlab.verify import verify
 
 # Out of order, with duplicates and a few malformed records, as in `make demo`.
 DEFAULT_DISORDER = Disorder(delayed=0.2, max_delay_s=5.0, duplicates=0.05, malformed=0.01)
@@ -34,7 +38,6 @@ class Lab:
     """A pattern's topics, generator, job, state and reference, for a notebook."""
 
     def __init__(self, pattern: str, bootstrap: str | None = None):
-        from joinlab.config import lab_home
         self.pattern = pattern
         self.job = patterns.job(pattern)
         self.generator = patterns.generator(pattern)
@@ -119,7 +122,6 @@ class Lab:
     # --- Spark and the job
     def start_spark(self):
         """The lab's Spark session (RocksDB state store), kept for the rest of the notebook."""
-        from joinlab.spark import session, ui_url
         os.environ.setdefault("LAB_SPARK_LOG_LEVEL", "ERROR")  # keep WARN lines out of the cells
         self.spark = session(f"notebook-{self.pattern}",
                              **{"spark.sql.streaming.numRecentProgressUpdates": "1000"})
@@ -134,7 +136,6 @@ class Lab:
         fresh: start from an empty checkpoint (reads the input topics from the beginning; an old
         checkpoint may name offsets of a broker that no longer exists).
         solution: the module its processors come from (a candidate's; None: the lab's own)."""
-        from joinlab import job as runner
         spark = self.spark or self.start_spark()
         running = [q for q in spark.streams.active if q.name == self.query_name]
         if running:
@@ -239,7 +240,6 @@ class Lab:
     # --- the reference, and stopping
     def verify(self):
         """Compare the output topic with the batch reference; prints the report and returns it."""
-        from joinlab.verify import verify
         report = verify(self.pattern, self.bootstrap)
         print("\n".join(report.lines()))
         return report

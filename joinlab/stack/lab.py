@@ -19,6 +19,7 @@ from joinlab.lookup.client import health_problem
 from joinlab.stack import procs, services, settings
 from joinlab.stack.procs import Service, StackError
 from joinlab.stack.services import JUPYTER, LOOKUP, MASTER, WORKER
+from joinlab.topics import create_topics
 
 CORE = [MASTER, WORKER, JUPYTER, LOOKUP]
 
@@ -75,7 +76,6 @@ def up(generators: bool = False, rate: float | None = None, duration: float | No
             info = broker.start_background(settings.port("broker"))
             started_broker = True
         report("broker", info.pid, bool(existing_broker))
-        from joinlab.topics import create_topics
         for pattern in patterns.PATTERNS:
             create_topics(info.bootstrap_servers, patterns.all_topics(pattern))
         out(f"  {'topics':<19}ready for {', '.join(patterns.PATTERNS)}")

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import joinlab.stack.procs as procs
 from joinlab.config import lab_home
+from joinlab.lookup.config import token_file
+from joinlab.patterns import module_name
 from joinlab.stack.procs import Service, StackError
 from joinlab.stack.settings import HOST, port, setting
 
@@ -209,7 +211,6 @@ def lookup_env() -> dict[str, str]:
 
 
 def start_lookup(bootstrap: str) -> Service:
-    from joinlab.lookup.config import token_file
     env = base_env()
     env.update(lookup_env())  # LAB_LOOKUP_TOKEN from .env too: environment only, never in `ps` output
     cmd = [sys.executable, "-m", "joinlab.lookup", "--bootstrap", bootstrap, "--port", str(port("lookup"))]
@@ -235,7 +236,6 @@ def gen_name(pattern: str) -> str:
 
 def start_generator(pattern: str, bootstrap: str, rate: float, count: int | None = None,
                     duration: float | None = None, extra_args: list[str] | None = None) -> Service:
-    from joinlab.patterns import module_name
     module = f"generators.{module_name(pattern)}"
     size = ["--count", str(count)] if count else ["--duration", str(duration or 3600)]
     cmd = [sys.executable, "-m", module, "--rate", str(rate), *size, "--bootstrap", bootstrap, "--no-progress",
