@@ -1,6 +1,6 @@
 """The same pipeline on in-memory rows: `jobs.lottery.job.build` (parsing, `decide`'s three stages, the
 Kafka rows out) runs in a real streaming query over a list of records, with no broker. The source
-(joinlab/spark_rows.py) serves the records in micro-batches with the Kafka source's columns, and
+(tests/spark_rows.py) serves the records in micro-batches with the Kafka source's columns, and
 a memory sink collects what the job would write to its topics."""
 from types import SimpleNamespace
 
@@ -10,7 +10,7 @@ import jobs.lottery.job as lottery
 from generators.lottery import generate
 from jobs.lottery.rules import ALREADY_STARTED, INACTIVE, NO_COUPON, NON_POSITIVE
 from joinlab.generate import Disorder
-from joinlab.spark_rows import read_records
+from tests.spark_rows import read_records
 from references import lottery as reference
 
 pytestmark = pytest.mark.spark

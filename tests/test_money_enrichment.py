@@ -13,7 +13,7 @@ from joinlab import job as runner
 from joinlab.events import micros
 from joinlab.generate import Disorder, Record, send
 from joinlab.lookup import LookupService
-from joinlab.spark_rows import read_records
+from tests.spark_rows import read_records
 from joinlab.topics import create_topics, read_topics
 from joinlab.verify import verify
 from references import money_enrichment as reference
@@ -248,7 +248,7 @@ class UserEnrichWithTier(UserEnrich):
 
 
 def run_on_records(spark, records, batches, checkpoint) -> list:
-    """The job on in-memory records (joinlab/spark_rows.py), collected batch by batch in order
+    """The job on in-memory records (tests/spark_rows.py), collected batch by batch in order
     (foreachBatch resumes from a checkpoint; the memory sink does not); the rows this run wrote."""
     out = []
 

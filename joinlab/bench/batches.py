@@ -186,7 +186,7 @@ def run_stage_alone(spark, job: ModuleType, bootstrap: str, work: Path, per_trig
     import pyarrow.parquet as pq
     from joinlab.job import configured
     from joinlab.spark import read_kafka_batch
-    from joinlab.spark_rows import KAFKA_COLUMNS
+    from tests.spark_rows import KAFKA_COLUMNS
     records = (read_kafka_batch(spark, bootstrap, job.INPUT_TOPICS).select(*KAFKA_COLUMNS.fieldNames())
                .orderBy("timestamp", "topic", "partition", "offset").toArrow())
     files = work / "files"
