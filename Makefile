@@ -47,7 +47,7 @@ SOAK_RATE ?= 20
 soak: install check-java ## Every pattern at SOAK_RATE events/s for SOAK_MINUTES (default 10): state, memory, lag, verified
 	$(PY) -m joinlab.soak --minutes $(SOAK_MINUTES) --rate $(SOAK_RATE) $(ARGS)
 
-bench: install check-java ## Print the benchmark table (client, Spark source, job, plain Python, latency)
+bench: install check-java ## Per pattern: tiny batch, steady rate, ceiling; tweet views' latency (studies: perf/)
 	$(LAB) bench $(ARGS)
 
 interview: install ## Prepare a candidate workspace for PATTERN in workspace/PATTERN (no solution in it) and say what next

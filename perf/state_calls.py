@@ -3,11 +3,11 @@
 Every state or timer call of a transformWithState processor is a synchronous request to the JVM,
 and so are two calls the framework makes for us: it sets the grouping key before each
 handleInputRows and each handleExpiredTimer, and deletes each timer after it fired. This runs each
-pattern's unit-test pipeline (tests/test_*_unit.py) over seeded generated events in micro-batches
-of `--batch` events, with every processor's handle wrapped in a counter, and prints the calls per
-input event of the pattern, per stage and per call name.
+pattern's in-memory pipeline (joinlab.in_memory, what the unit tests drive) over seeded generated
+events in micro-batches of `--batch` events, with every processor's handle wrapped in a counter,
+and prints the calls per input event of the pattern, per stage and per call name.
 
-    .venv/bin/python scripts/state_calls.py --events 20000 --batch 2000
+    .venv/bin/python -m perf.state_calls --events 20000 --batch 2000
 """
 from __future__ import annotations
 
@@ -15,9 +15,6 @@ import argparse
 import random
 import sys
 from collections import Counter
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 STATE_METHODS = {"exists", "get", "update", "clear", "getValue", "containsKey", "updateValue", "iterator",
                  "keys", "values", "removeKey", "put", "appendValue", "appendList"}
@@ -75,62 +72,41 @@ def counted(processor, counts: Counter):
     return processor
 
 
-def _patched(module, names: list[str], counters: dict[str, Counter]):
-    """Replace the classes `names` in `module` with factories that count their instances' calls."""
-    for name in names:
-        cls = getattr(module, name)
-        counters[name] = Counter()
-        setattr(module, name, lambda *a, _cls=cls, _c=counters[name], **k: counted(_cls(*a, **k), _c))
-
-
-def car_pollution(events: int, batch: int, seed: int) -> tuple[int, dict[str, Counter]]:
-    import tests.test_car_pollution_unit as t
-    from generators.car_pollution import generate
+def count_calls(pattern: str, events: int, batch: int, seed: int) -> tuple[int, dict[str, Counter]]:
+    """Run `pattern`'s in-memory pipeline (joinlab.in_memory, as the unit tests do) over `events`
+    seeded events in micro-batches of `batch`; (its input rows, calls counted per processor class)."""
+    from joinlab import in_memory, patterns
     counters: dict[str, Counter] = {}
-    _patched(t, ["CarMovesProcessor", "ZoneCarsProcessor"], counters)
-    rows = t._rows(generate(seed, events))
-    pipeline = t.Pipeline()
-    for i in range(0, len(rows), batch):
-        pipeline.batch(rows[i:i + batch])
+    real = in_memory.TwsTester
+
+    def tester(processor, *args, **kwargs):
+        return real(counted(processor, counters.setdefault(type(processor).__name__, Counter())), *args, **kwargs)
+
+    in_memory.TwsTester = tester  # every stage the pipeline builds gets a counted processor
+    try:
+        pipeline = getattr(in_memory, PIPELINES[pattern])()
+        rows = pipeline.rows(patterns.generator(pattern).generate(seed, events))
+        pipeline.run([rows[i:i + batch] for i in range(0, len(rows), batch)])
+    finally:
+        in_memory.TwsTester = real
     return len(rows), counters
 
 
-def lottery(events: int, batch: int, seed: int) -> tuple[int, dict[str, Counter]]:
-    import tests.test_lottery_unit as t
-    from generators.lottery import generate
-    counters: dict[str, Counter] = {}
-    _patched(t, ["LotteryGate", "Coupons", "Draw"], counters)
-    rows = t.stage_rows(generate(seed, events))
-    t.Pipeline().run([rows[i:i + batch] for i in range(0, len(rows), batch)])
-    return len(rows), counters
-
-
-def money_enrichment(events: int, batch: int, seed: int) -> tuple[int, dict[str, Counter]]:
-    import tests.test_money_enrichment_unit as t
-    from generators.money_enrichment import generate
-    counters: dict[str, Counter] = {}
-    _patched(t, ["SessionJoin", "UserEnrich"], counters)
-    records = generate(seed, events)
-    rows = t.stage_rows(records)
-    pipeline = t.Pipeline(sessions=t.sessions_in(records))
-    pipeline.run([rows[i:i + batch] for i in range(0, len(rows), batch)])
-    return len(rows), counters
-
-
-PATTERNS = {"car-pollution": car_pollution, "lottery": lottery, "money-enrichment": money_enrichment}
+PIPELINES = {"tweet-views": "TweetViews", "car-pollution": "CarPollution", "lottery": "Lottery",
+             "money-enrichment": "MoneyEnrichment"}
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m perf.state_calls", description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=20000)
     parser.add_argument("--batch", type=int, default=2000, help="events per micro-batch (default 2000)")
     parser.add_argument("--seed", type=int, default=42)
-    parser.add_argument("--pattern", choices=list(PATTERNS), action="append")
+    parser.add_argument("--pattern", choices=list(PIPELINES), action="append", help="repeat; default: all")
     parser.add_argument("--detail", action="store_true", help="per call name too")
     args = parser.parse_args(argv)
     random.seed(args.seed)
-    for pattern in args.pattern or list(PATTERNS):
-        n, counters = PATTERNS[pattern](args.events, args.batch, args.seed)
+    for pattern in args.pattern or list(PIPELINES):
+        n, counters = count_calls(pattern, args.events, args.batch, args.seed)
         total = sum(sum(c.values()) for c in counters.values())
         print(f"{pattern}: {n} input events, batches of {args.batch}: {total / n:.2f} round trips per event")
         for stage, counts in counters.items():
