@@ -22,12 +22,11 @@ help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-15s %s\n", $$1, $$2}'
 
 # Also made again when the steps that change the installed PySpark or the venv change.
-$(STAMP): pyproject.toml joinlab/jars.py joinlab/class_archive.py
+$(STAMP): pyproject.toml joinlab/jars.py
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "Python 3.10+ is required (found " + sys.version.split()[0] + ")")'
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test,lab]'
 	$(PY) -m joinlab.jars
-	$(PY) -m joinlab.class_archive
 	@rm -f $(VENV)/.installed-* && touch $@
 
 install: $(STAMP) ## Create .venv, install the lab, fetch Kafka and Spark's connector with Maven (runs by itself before every target)

@@ -16,7 +16,7 @@ from pyspark import SparkContext
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import DataStreamWriter
 
-from joinlab import class_archive, jars, logs
+from joinlab import jars, logs
 from joinlab.config import lab_home, shuffle_partitions, spark_master
 
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
@@ -61,12 +61,10 @@ def session(app_name: str = "stream-join-lab", **conf: str) -> SparkSession:
                .config("spark.driver.host", driver_host)
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.chunkBase64String.enabled", "false"))
-    # The JVMs start with the lab's log settings; the driver's maps the class archive if there is one.
+    # The JVMs start with the lab's log settings; options a caller gives for them come after.
     log_options = logs.java_options(lab_home())
-    options = {"spark.driver.extraJavaOptions": [log_options, class_archive.java_options()],
-               "spark.executor.extraJavaOptions": [log_options]}
-    for key, lab_options in options.items():
-        builder = builder.config(key, " ".join(filter(None, [*lab_options, conf.pop(key, "")])))
+    for key in ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"):
+        builder = builder.config(key, " ".join(filter(None, [log_options, conf.pop(key, "")])))
     for key, value in {**connector_conf(), **conf}.items():
         builder = builder.config(key, value)
     starts_jvm = SparkContext._active_spark_context is None
