@@ -56,9 +56,9 @@ def utc(moment: datetime) -> datetime:
     return moment.astimezone(timezone.utc)
 
 
-# State an earlier layout of this processor kept (a value "user" and a map "tweets" per author).
-# Spark restarts a checkpoint holding them without a word and this processor would not see them,
-# so joinlab.job refuses such a checkpoint and says to run with --reset.
+# State of the per-event layout (a value "user" and a map "tweets" per author), which this processor
+# does not read. Spark restarts a checkpoint holding them without a word and this processor would
+# not see them, so joinlab.job refuses such a checkpoint and says to run with --reset.
 RETIRED_STATE = ("user", "tweets")
 
 
