@@ -107,7 +107,7 @@ def run_batches(label: str, start: Callable[[], object], timeout_s: float) -> Ba
         if query.exception() is None:
             stats = stats_of(label, query.recentProgress, time.monotonic() - began)
             log(f"  {label}: start-up {stats.first_ms:,.0f} ms, then median {stats.median_ms:,.0f} ms per batch "
-                f"({len(stats.batch_ms)} batches, {stats.rate:,.0f} records/s)")
+                f"({len(stats.batch_ms)} batches)")
             return stats
         if attempt == 1 and "failed to connect back" in str(query.exception()):
             log(f"  {label}: a Python worker did not connect back in time (busy machine); starting it again")
