@@ -11,7 +11,6 @@ trigger; not for the checkpoint files, which cost per batch, not per record).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +19,7 @@ from joinlab import patterns, solutions
 from joinlab.bench.batches import run_job
 from joinlab.bench.table import STEADY_PER_TRIGGER, TINY_PER_TRIGGER
 from joinlab.generate import send
+from joinlab.job import session_conf
 from joinlab.spark import CHECKPOINT_FILES, STATE_STORE_CONF
 from perf.common import lab, log, send_events
 
@@ -43,19 +43,6 @@ CHANGES = [Variant("without: state per key, not per event", per_event=True),
            Variant("without: shuffle partitions = cores (vs 4)", {"spark.sql.shuffle.partitions": "4"})]
 VARIANTS = [Variant("all settings on"), *CHANGES,
             Variant("all off", {k: v for c in CHANGES for k, v in c.conf.items()}, per_event=True)]
-
-
-@contextlib.contextmanager
-def session_conf(spark, conf: dict):
-    """`conf` set on the session while the block runs; the session's own values back afterwards."""
-    saved = {key: spark.conf.get(key, None) for key in conf}
-    for key, value in conf.items():
-        spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            spark.conf.unset(key) if value is None else spark.conf.set(key, value)
 
 
 def measure(spark, bootstrap: str, work: Path, seed: int, tiny: int, steady: int) -> list[list]:

@@ -138,18 +138,12 @@ def test_a_checkpoint_of_the_previous_settings_resumes_and_one_of_the_previous_s
     spark_default_files = "org.apache.spark.sql.execution.streaming.checkpointing.FileContextBasedCheckpointFileManager"
     old = {"spark.sql.shuffle.partitions": "4", **{key: "false" for key in STATE_STORE_CONF},
            CHECKPOINT_FILES: spark_default_files}
-    saved = {key: spark.conf.get(key) for key in old}
-    try:
-        for key, value in old.items():
-            spark.conf.set(key, value)
+    with runner.session_conf(spark, old):
         for checkpoint, solution in ((tmp_path / "cp", None), (tmp_path / "per-event", per_event)):
             query = runner.start(spark, tv, bootstrap, str(checkpoint), available_now=True, solution=solution,
                                  max_offsets_per_trigger=400)
             query.awaitTermination()
             assert query.exception() is None
-    finally:
-        for key, value in saved.items():
-            spark.conf.set(key, value)
     assert runner.state_variables(str(tmp_path / "per-event")) == {"user", "tweets"}
     assert runner.state_variables(str(tmp_path / "cp")) == {"author"}
     with pytest.raises(runner.CheckpointError, match=r"'tweets', 'user'.*--reset"):
