@@ -22,12 +22,11 @@ help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-15s %s\n", $$1, $$2}'
 
 # Also made again when the steps that change the installed PySpark or the venv change.
-$(STAMP): pyproject.toml joinlab/jars.py joinlab/class_archive.py
+$(STAMP): pyproject.toml joinlab/jars.py
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "Python 3.10+ is required (found " + sys.version.split()[0] + ")")'
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test,lab]'
 	$(PY) -m joinlab.jars
-	$(PY) -m joinlab.class_archive
 	@rm -f $(VENV)/.installed-* && touch $@
 
 install: $(STAMP) ## Create .venv, install the lab, fetch Kafka and Spark's connector with Maven (runs by itself before every target)
@@ -54,7 +53,7 @@ SOAK_RATE ?= 20
 soak: install check-java ## Every pattern at SOAK_RATE events/s for SOAK_MINUTES (default 10): state, memory, lag, verified
 	$(PY) -m joinlab.soak --minutes $(SOAK_MINUTES) --rate $(SOAK_RATE) $(ARGS)
 
-bench: install check-java ## Print the benchmark table (client, Spark source, job, plain Python, latency)
+bench: install check-java ## Per pattern: tiny batch, steady rate, ceiling; tweet views' latency (studies: perf/)
 	$(LAB) bench $(ARGS)
 
 interview: install ## Prepare a candidate workspace for PATTERN in workspace/PATTERN (no solution in it) and say what next

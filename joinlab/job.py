@@ -83,7 +83,13 @@ def check_state_layout(job: ModuleType, checkpoint: str, solution: ModuleType | 
 def configured(spark: SparkSession, job: ModuleType):
     """The job's own Spark settings (`SPARK_CONF`, e.g. the state encoding) while a query of it
     starts: Spark keeps them in the query's checkpoint, and the session is left as it was."""
-    conf = getattr(job, "SPARK_CONF", {})
+    with session_conf(spark, getattr(job, "SPARK_CONF", {})):
+        yield
+
+
+@contextlib.contextmanager
+def session_conf(spark: SparkSession, conf: dict[str, str]):
+    """`conf` set on the session for the `with` block; the session's own values (or none) after it."""
     saved = {key: spark.conf.get(key, None) for key in conf}
     for key, value in conf.items():
         spark.conf.set(key, value)

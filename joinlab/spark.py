@@ -16,28 +16,26 @@ from pyspark import SparkContext
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import DataStreamWriter
 
-from joinlab import class_archive, jars, logs
+from joinlab import jars, logs
 from joinlab.config import lab_home, shuffle_partitions
 from joinlab.stack.services import running_master_url
 
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 # State store settings that cut a micro-batch's commit: RocksDB writes a small changelog per
 # commit instead of uploading a snapshot of its files. Not fixed by a checkpoint: an old checkpoint
-# resumes with it as is. Row counting (trackTotalNumberOfRows) stays on: the status line, the
-# notebooks and `make soak` show state rows, and turning it off was within the noise (make bench).
+# resumes with it as is. Row counting (trackTotalNumberOfRows, Spark's default) stays on: the
+# status line, the notebooks and `make soak` show state rows. Numbers: docs/benchmarks.md.
 STATE_STORE_CONF = {"spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true"}
-ROW_COUNTING = "spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows"
 # Checkpoint files (offsets, commits, state changelogs) written through Hadoop's FileSystem API
-# rather than its FileContext API: the same temp file renamed into place, 30-45 ms less per offset or
-# commit file and ~60 ms less per state store commit on a local disk (measured by make bench's
-# ablation). Not fixed by a checkpoint: both write the same files. The one difference: FileContext
-# renames atomically without overwriting, the FileSystem API checks that the file is absent and
-# then renames, so two runs started on one checkpoint are still refused at their first clash,
-# except within the instant between the check and the rename.
+# rather than its FileContext API (Spark's default): the same temp file renamed into place, for
+# less time per offset, commit and state store file on a local disk (docs/benchmarks.md). Not
+# fixed by a checkpoint: both write the same files. The one difference: FileContext renames
+# atomically without overwriting, the FileSystem API checks that the file is absent and then
+# renames, so two runs started on one checkpoint are still refused at their first clash, except
+# within the instant between the check and the rename.
 CHECKPOINT_FILES = "spark.sql.streaming.checkpointFileManagerClass"
-_MANAGERS = "org.apache.spark.sql.execution.streaming.checkpointing."
-CHECKPOINT_FILES_CONF = {CHECKPOINT_FILES: _MANAGERS + "FileSystemBasedCheckpointFileManager"}
-FILE_CONTEXT_FILES = _MANAGERS + "FileContextBasedCheckpointFileManager"  # Spark's default, for the ablation
+CHECKPOINT_FILES_CONF = {CHECKPOINT_FILES: "org.apache.spark.sql.execution.streaming.checkpointing."
+                                           "FileSystemBasedCheckpointFileManager"}
 
 
 def spark_master() -> str:
@@ -71,12 +69,10 @@ def session(app_name: str = "stream-join-lab", **conf: str) -> SparkSession:
                .config("spark.driver.host", driver_host)
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.chunkBase64String.enabled", "false"))
-    # The JVMs start with the lab's log settings; the driver's maps the class archive if there is one.
+    # The JVMs start with the lab's log settings; options a caller gives for them come after.
     log_options = logs.java_options(lab_home())
-    options = {"spark.driver.extraJavaOptions": [log_options, class_archive.java_options()],
-               "spark.executor.extraJavaOptions": [log_options]}
-    for key, lab_options in options.items():
-        builder = builder.config(key, " ".join(filter(None, [*lab_options, conf.pop(key, "")])))
+    for key in ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"):
+        builder = builder.config(key, " ".join(filter(None, [log_options, conf.pop(key, "")])))
     for key, value in {**connector_conf(), **conf}.items():
         builder = builder.config(key, value)
     starts_jvm = SparkContext._active_spark_context is None
@@ -145,12 +141,11 @@ def connector_conf() -> dict[str, str]:
 
 
 def read_kafka(spark: SparkSession, bootstrap: str, topics: list[str], starting: str = "earliest",
-               max_offsets_per_trigger: int | None = None, fail_on_data_loss: bool = True,
-               **options: str) -> DataFrame:
-    """A streaming DataFrame over `topics` (`options`: more source options). With
-    `fail_on_data_loss` (the default) a query stops when its checkpointed offsets are gone from the
-    broker (deleted, aged out, or a topic recreated); without it, it carries on from what exists."""
-    reader = (spark.readStream.format("kafka").options(**options)
+               max_offsets_per_trigger: int | None = None, fail_on_data_loss: bool = True) -> DataFrame:
+    """A streaming DataFrame over `topics`. With `fail_on_data_loss` (the default) a query stops
+    when its checkpointed offsets are gone from the broker (deleted, aged out, or a topic
+    recreated); without it, it carries on from what exists."""
+    reader = (spark.readStream.format("kafka")
               .option("kafka.bootstrap.servers", bootstrap)
               .option("subscribe", ",".join(topics))
               .option("startingOffsets", starting)
@@ -167,8 +162,8 @@ def read_kafka_batch(spark: SparkSession, bootstrap: str, topics: list[str]) -> 
             .option("endingOffsets", "latest").load())
 
 
-def kafka_sink(df: DataFrame, bootstrap: str, checkpoint: str, **options: str) -> DataStreamWriter:
-    """A writeStream to Kafka; rows carry `topic`, `key`, `value` (`options`: more sink options)."""
-    return (df.writeStream.format("kafka").options(**options)
+def kafka_sink(df: DataFrame, bootstrap: str, checkpoint: str) -> DataStreamWriter:
+    """A writeStream to Kafka; rows carry `topic`, `key`, `value`."""
+    return (df.writeStream.format("kafka")
             .option("kafka.bootstrap.servers", bootstrap)
             .option("checkpointLocation", checkpoint))

@@ -1,5 +1,6 @@
 """Tweet views end to end: generator -> Kafka -> Spark job -> Kafka -> verifier, real parts only."""
 import json
+from pathlib import Path
 
 import pytest
 
@@ -128,26 +129,21 @@ def test_a_checkpoint_of_the_previous_settings_resumes_and_one_of_the_previous_s
     no changelog checkpointing, files written through FileContext) resumes under the current ones and keeps its four partitions. One
     whose state has the per-event layout ("user" + "tweets", which Spark would restart without a
     word while the processor reads "author") is refused, with the command that starts again."""
-    from joinlab import job as runner
-    from joinlab.bench import per_event
-    from joinlab.spark import CHECKPOINT_FILES, FILE_CONTEXT_FILES, STATE_STORE_CONF
+    from joinlab import job as runner, solutions
+    from joinlab.spark import CHECKPOINT_FILES, STATE_STORE_CONF
+    per_event = solutions.from_file(Path(__file__).parent / "tweet_views_per_event.py")
     setup_topics(bootstrap)
     records = generate(12, 2000, **DISORDERS["tweets-first"])
     send(bootstrap, records[:1200], progress=False)
+    spark_default_files = "org.apache.spark.sql.execution.streaming.checkpointing.FileContextBasedCheckpointFileManager"
     old = {"spark.sql.shuffle.partitions": "4", **{key: "false" for key in STATE_STORE_CONF},
-           CHECKPOINT_FILES: FILE_CONTEXT_FILES}
-    saved = {key: spark.conf.get(key) for key in old}
-    try:
-        for key, value in old.items():
-            spark.conf.set(key, value)
+           CHECKPOINT_FILES: spark_default_files}
+    with runner.session_conf(spark, old):
         for checkpoint, solution in ((tmp_path / "cp", None), (tmp_path / "per-event", per_event)):
             query = runner.start(spark, tv, bootstrap, str(checkpoint), available_now=True, solution=solution,
                                  max_offsets_per_trigger=400)
             query.awaitTermination()
             assert query.exception() is None
-    finally:
-        for key, value in saved.items():
-            spark.conf.set(key, value)
     assert runner.state_variables(str(tmp_path / "per-event")) == {"user", "tweets"}
     assert runner.state_variables(str(tmp_path / "cp")) == {"author"}
     with pytest.raises(runner.CheckpointError, match=r"'tweets', 'user'.*--reset"):

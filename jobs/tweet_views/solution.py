@@ -55,9 +55,9 @@ def utc(moment: datetime) -> datetime:
     return moment.astimezone(timezone.utc)
 
 
-# State names this processor does not declare but a checkpoint of an older release may hold (a
-# value "user" and a map "tweets" per author). Spark would restart from it without a word and the
-# processor would not see them, so joinlab.job refuses such a checkpoint and says to run --reset.
+# State of the per-event layout (a value "user" and a map "tweets" per author), which this processor
+# does not read. Spark restarts a checkpoint holding them without a word and this processor would
+# not see them, so joinlab.job refuses such a checkpoint and says to run with --reset.
 RETIRED_STATE = ("user", "tweets")
 
 

@@ -1,3 +1,3 @@
-"""`joinlab bench`: raw clients, Spark's source, the job, plain Python and latency on one event set.
-The pieces live in the modules of this package; `main` (in run.py) is the entry point."""
+"""`joinlab bench`: per pattern the tiny batch, the steady rate and the ceiling; tweet views' latency.
+The entry point is `main` (run.py); the studies behind the lab's settings are in perf/."""
 from joinlab.bench.run import main

@@ -1,31 +1,50 @@
-"""Where a micro-batch's time goes: Spark's own progress (`durationMs`, the stateful operators'
-timers) for the whole job, and the same events through shorter pipelines (source only, + parse,
-+ sink, + state), so each stage's cost is a difference measured in one run.
+"""A pattern's job run over its topics in micro-batches of a fixed size, and what its batches took.
 
-Two shapes of batch, as a user meets them: tiny batches (100 records per trigger, what a notebook
-or a live demo sees: the per-batch floor) and big ones (20,000 records per trigger: the steady
-rate). The first batch of every query is reported apart (start-up: planning, state store
-creation, Python workers), never mixed into the median or the rate.
+Two shapes of batch, as a user meets them: tiny batches (a few records per trigger, what a
+notebook or a live demo sees: the per-batch floor) and big ones (the steady rate). The first
+batch of every query is start-up (planning, state store creation, Python workers) and is reported
+apart, never mixed into the median or the rate.
+
+Every step has a deadline and fails with a message that says what did not finish, never hangs.
 """
 from __future__ import annotations
 
 import statistics
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Callable
 
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
-
-from joinlab.bench.step import BenchError, log
 from joinlab.status import offset_spans
 
 # The parts of durationMs that a micro-batch spends in sequence (Spark's MicroBatchExecution):
 # planning the offsets, writing them to the WAL, running the batch (read, parse, state, sink:
 # all inside addBatch), and committing.
 PHASES = ("latestOffset", "queryPlanning", "walCommit", "addBatch", "commitOffsets")
+
+
+class BenchError(RuntimeError):
+    """A step failed or missed its deadline; the message says which and what to try."""
+
+
+class Deadline:
+    """A wall-clock budget for one step: `check()` raises BenchError once it is spent."""
+
+    def __init__(self, seconds: float, what: str):
+        self.seconds, self.what = seconds, what
+        self.end = time.monotonic() + seconds
+
+    def check(self, detail: str = "") -> None:
+        if time.monotonic() > self.end:
+            raise BenchError(f"{self.what} did not finish within {self.seconds:.0f} s"
+                             + (f" ({detail})" if detail else ""))
+
+
+def log(message: str) -> None:
+    """Progress goes to stderr, so that stdout holds the tables only."""
+    print(f"bench: {message}", file=sys.stderr, flush=True)
 
 
 @dataclass
@@ -67,7 +86,7 @@ def stats_of(label: str, progress: list[dict], wall_s: float) -> BatchStats:
 def records_read(progress: dict) -> int:
     """Input records of a batch: its sources' end minus start offsets. Not numInputRows: Spark counts
     a source once per scan, and every pattern scans its input twice (events and dead letters), so
-    numInputRows is twice the records read (measured: 194 for 97 records)."""
+    numInputRows is twice the records read."""
     return sum(sum(offset_spans(source).values()) for source in progress.get("sources", []))
 
 
@@ -88,7 +107,7 @@ def run_batches(label: str, start: Callable[[], object], timeout_s: float) -> Ba
         if query.exception() is None:
             stats = stats_of(label, query.recentProgress, time.monotonic() - began)
             log(f"  {label}: start-up {stats.first_ms:,.0f} ms, then median {stats.median_ms:,.0f} ms per batch "
-                f"({len(stats.batch_ms)} batches, {stats.rate:,.0f} records/s)")
+                f"({len(stats.batch_ms)} batches)")
             return stats
         if attempt == 1 and "failed to connect back" in str(query.exception()):
             log(f"  {label}: a Python worker did not connect back in time (busy machine); starting it again")
@@ -97,112 +116,28 @@ def run_batches(label: str, start: Callable[[], object], timeout_s: float) -> Ba
     raise AssertionError("unreachable")
 
 
-# --- Pipelines: the job cut after each stage --------------------------------------------------
-
-def _noop(df: DataFrame, checkpoint: Path):
-    return df.writeStream.format("noop").option("checkpointLocation", str(checkpoint))
-
-
-def stage_pipelines(job: ModuleType) -> dict[str, Callable[[DataFrame], tuple[DataFrame, bool]]]:
-    """name -> raw -> (frame, to_kafka): the job's plan cut after each stage. Every pipeline reads
-    the same topics with the same limit, so the differences between their batch times are the
-    stages' costs (parse includes the second scan of the source, for the dead letters)."""
-    from joinlab.events import parse_events
-    if not hasattr(job, "join_views"):
-        raise BenchError(f"{job.__name__} has no stage pipelines (only tweet views is cut into stages)")
-
-    def parsed(raw):
-        return parse_events(raw, [job.USERS, job.TWEETS], job.DEAD_LETTERS_TOPIC, job="tweet-views")
-
-    def source(raw):
-        return raw, False
-
-    def parse(raw):
-        p = parsed(raw)
-        return p.events.select(F.lit("x").alias("topic"), F.lit(None).cast("string").alias("key"),
-                               F.to_json(F.struct("*")).alias("value")).unionByName(p.dead_letters), False
-
-    def parse_sink(raw):
-        p = parsed(raw)
-        return p.events.select(F.lit(job.VIEWS_TOPIC).alias("topic"), F.col("user_id").cast("string").alias("key"),
-                               F.to_json(F.struct("*")).alias("value")).unionByName(p.dead_letters), True
-
-    def parse_state(raw):
-        return job.join_views(parsed(raw).events), False
-
-    def whole(raw):
-        return job.build(raw), True
-
-    return {"source -> noop": source, "source -> parse -> noop": parse,
-            "source -> parse -> Kafka sink (no state)": parse_sink,
-            "source -> parse -> transformWithState -> noop": parse_state,
-            "whole job (-> Kafka sink)": whole}
-
-
-def _start(spark, job: ModuleType, frame_of: Callable, bootstrap: str, checkpoint: Path, per_trigger: int,
-           options: dict[str, str], conf: dict[str, str]):
-    """An availableNow query of `frame_of(raw)` -> (frame, to_kafka), started under the job's own
-    settings and `conf` (restored afterwards), with source/sink `options`."""
-    from joinlab.job import configured
-    from joinlab.spark import kafka_sink, read_kafka
-    raw = read_kafka(spark, bootstrap, job.INPUT_TOPICS, starting="earliest", max_offsets_per_trigger=per_trigger,
-                     **options)
-    frame, to_kafka = frame_of(raw)
-    writer = kafka_sink(frame, bootstrap, str(checkpoint), **options) if to_kafka else _noop(frame, checkpoint)
-    saved = {key: spark.conf.get(key, None) for key in conf}
-    try:
-        for key, value in conf.items():
-            spark.conf.set(key, value)
-        with configured(spark, job):
-            return writer.outputMode("append").trigger(availableNow=True).start()
-    finally:
-        for key, value in saved.items():
-            spark.conf.unset(key) if value is None else spark.conf.set(key, value)
-
-
-def run_pipeline(spark, job: ModuleType, frame_of: Callable, bootstrap: str, checkpoint: Path, per_trigger: int,
-                 label: str, timeout_s: float) -> BatchStats:
-    return run_batches(label, lambda: _start(spark, job, frame_of, bootstrap, checkpoint, per_trigger, {}, {}),
-                       timeout_s)
-
-
 def run_job(spark, job: ModuleType, bootstrap: str, checkpoint: Path, per_trigger: int, label: str,
-            timeout_s: float, solution: ModuleType | None = None, options: dict[str, str] | None = None,
-            conf: dict[str, str] | None = None) -> BatchStats:
-    """The whole job, as `joinlab run` builds it, `per_trigger` records per batch, availableNow."""
-    return run_batches(label, lambda: _start(spark, job, lambda raw: (job.build(raw, solution), True), bootstrap,
-                                             checkpoint, per_trigger, options or {}, conf or {}), timeout_s)
+            timeout_s: float, solution: ModuleType | None = None) -> BatchStats:
+    """The whole job as `joinlab run` starts it (with the processors of `solution`; None: the lab's),
+    `per_trigger` records per batch, availableNow, from the beginning of its topics."""
+    from joinlab.job import start
+    return run_batches(label, lambda: start(spark, job, bootstrap, str(checkpoint), available_now=True,
+                                            max_offsets_per_trigger=per_trigger, solution=solution), timeout_s)
 
 
-# --- The stage alone: the job's build() on the same records from files, to a noop sink -----------
-
-def run_stage_alone(spark, job: ModuleType, bootstrap: str, work: Path, per_trigger: int, label: str,
-                    timeout_s: float) -> BatchStats:
-    """The job's own build() (parsing, its transformWithState stages) on the records its topics hold
-    now, read from Parquet files of `per_trigger` records each (one file per trigger, in arrival
-    order) and written to a noop sink: the job without Kafka, so that the whole job's rate beside
-    it shows what reading and writing Kafka costs."""
-    import os
-    import pyarrow.parquet as pq
-    from joinlab.job import configured
-    from joinlab.spark import read_kafka_batch
-    from tests.spark_rows import KAFKA_COLUMNS
-    records = (read_kafka_batch(spark, bootstrap, job.INPUT_TOPICS).select(*KAFKA_COLUMNS.fieldNames())
-               .orderBy("timestamp", "topic", "partition", "offset").toArrow())
-    files = work / "files"
-    files.mkdir(parents=True, exist_ok=True)
-    sizes = []
-    for n, start in enumerate(range(0, records.num_rows, per_trigger)):
-        path = files / f"part-{n:05d}.parquet"
-        pq.write_table(records.slice(start, per_trigger), path)
-        os.utime(path, (1_000_000 + n, 1_000_000 + n))  # the file source reads files in modification order
-        sizes.append(min(per_trigger, records.num_rows - start))
-    raw = spark.readStream.schema(KAFKA_COLUMNS).option("maxFilesPerTrigger", 1).parquet(str(files))
-
-    def start():
-        with configured(spark, job):
-            return _noop(job.build(raw), work / "checkpoint").outputMode("append").trigger(availableNow=True).start()
-
-    stats = run_batches(label, start, timeout_s)
-    stats.rows = sizes[1:len(stats.batch_ms) + 1]  # a file source's offsets count files, not records
-    return stats
+def fill(bootstrap: str, pattern: str, seed: int, count: int) -> list:
+    """Create `pattern`'s topics, which must hold no records (every run reads them from the
+    beginning, so older records would change what it measures); return `count` seeded events of
+    it, not sent yet."""
+    from joinlab import patterns
+    from joinlab.topics import create_topics, end_offsets, partitions_of, plain_consumer
+    create_topics(bootstrap, patterns.all_topics(pattern))
+    consumer = plain_consumer(bootstrap)
+    try:
+        held = sum(end_offsets(consumer, partitions_of(consumer, patterns.job(pattern).INPUT_TOPICS)).values())
+    finally:
+        consumer.close()
+    if held:
+        raise BenchError(f"{pattern}'s input topics at {bootstrap} already hold {held} records; run on a fresh "
+                         "broker (unset KAFKA_BOOTSTRAP_SERVERS, no --bootstrap: the bench starts one)")
+    return list(patterns.generator(pattern).generate(seed, count))

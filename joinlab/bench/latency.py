@@ -1,49 +1,79 @@
-"""Step 5: end-to-end latency of the tweet-views job running continuously at a fixed input rate.
+"""End-to-end latency of the tweet-views job running continuously at a fixed input rate.
 
-Why Kafka timestamps: both ends are CreateTime set by a producer, so no clock inside Spark is trusted."""
+Why Kafka timestamps: both ends are CreateTime set by a producer, so no clock inside Spark is
+trusted. Why tweet views only: its views name the tweet version they show, so each input event
+is matched to the first output that reflects it; the other patterns' outputs do not say which
+input made them.
+"""
 from __future__ import annotations
 
 import json
 import math
+import statistics
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from generators.tweet_views import generate
-from jobs.tweet_views import job as tweet_views
-from jobs.tweet_views.job import INPUT_TOPICS, TWEETS_TOPIC, USERS_TOPIC, VIEWS_TOPIC
-from joinlab.bench.offsets import offsets_json, read_ranges
-from joinlab.bench.step import BenchError, Deadline, log
-from joinlab.bench.table import Measurement
+from joinlab import patterns
+from joinlab.bench.batches import BenchError, Deadline, log
 from joinlab.generate import Disorder, Record, send
-from joinlab.job import stop_between_batches
-from joinlab.topics import plain_consumer
+from joinlab.job import start, stop_between_batches
+from joinlab.topics import end_offsets, partitions_of, plain_consumer
+
+PATTERN = "tweet-views"
+USER_ID_SHIFT, TWEET_ID_SHIFT = 1_000_000_000, 1_000_000_000_000  # past any id the job's state holds
 
 
-USER_ID_SHIFT, TWEET_ID_SHIFT = 1_000_000_000, 1_000_000_000_000  # past any id of the first event set
+@dataclass
+class Latency:
+    """Sorted latencies in ms of the matched tweet events, and how the run went."""
+    sent: int
+    send_s: float
+    latencies: list[int]
+    by_newer: int  # matched by a view of a newer version of the tweet
+    median_batch_ms: float | None
+    incomplete: str = ""  # why not every sent tweet got a view, if it did not
+
+    def percentile(self, p: float) -> float:
+        """Nearest-rank percentile."""
+        return self.latencies[max(0, math.ceil(p / 100 * len(self.latencies)) - 1)]
 
 
-def _fresh_ids(record: Record) -> Record:
+def _ends(bootstrap: str, topics: list[str]) -> dict[str, dict[int, int]]:
+    """{topic: {partition: end offset}} now."""
+    consumer = plain_consumer(bootstrap)
+    try:
+        out: dict[str, dict[int, int]] = {}
+        for tp, end in end_offsets(consumer, partitions_of(consumer, topics)).items():
+            out.setdefault(tp.topic, {})[tp.partition] = end
+        return out
+    finally:
+        consumer.close()
+
+
+def _fresh_ids(record: Record, tweets_topic: str) -> Record:
     """The record with ids moved into a range the job's state has never seen: the job continues
-    from its step-3 checkpoint, where the same ids already have newer versions."""
+    from a checkpoint where the same ids already have newer versions."""
     body = json.loads(record.value)
     body["user_id"] += USER_ID_SHIFT
     key = body["user_id"]
-    if record.topic == TWEETS_TOPIC:
+    if record.topic == tweets_topic:
         body["tweet_id"] += TWEET_ID_SHIFT
         key = body["tweet_id"]
     value = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
     return Record(record.topic, str(key).encode(), value, record.kind)
 
 
-def latency_events(seed: int, rate: float, seconds: float) -> tuple[list[Record], list[Record]]:
+def latency_events(job, seed: int, rate: float, seconds: float) -> tuple[list[Record], list[Record]]:
     """(users, tweets): every user of a fresh event set, and rate x seconds tweet events. Users go
     first so that every tweet's view is emitted when the tweet arrives (no wait for its author)."""
     wanted = max(1, round(rate * seconds))
-    count = math.ceil(wanted / 0.8) + 10  # ~88% of a generated set are tweet events
-    records = [_fresh_ids(r) for r in generate(seed, count, disorder=Disorder())]
-    users = [r for r in records if r.topic == USERS_TOPIC]
-    tweets = [r for r in records if r.topic == TWEETS_TOPIC][:wanted]
+    count = math.ceil(wanted / 0.8) + 10  # most of a generated set are tweet events
+    generated = patterns.generator(PATTERN).generate(seed, count, disorder=Disorder())
+    records = [_fresh_ids(r, job.TWEETS_TOPIC) for r in generated]
+    users = [r for r in records if r.topic == job.USERS_TOPIC]
+    tweets = [r for r in records if r.topic == job.TWEETS_TOPIC][:wanted]
     return users, tweets
 
 
@@ -67,29 +97,24 @@ def _read_from(bootstrap: str, topic: str, starts: dict[int, int], done: Callabl
         consumer.close()
 
 
-def _source_caught_up(query, target: dict[str, dict[str, int]]) -> bool:
+def _source_caught_up(query, target: dict[str, dict[int, int]]) -> bool:
     """True once a finished batch's source end offsets reach `target` on every partition."""
     for progress in query.recentProgress:
         for source in progress.get("sources", []):
             end = source.get("endOffset")
             end = json.loads(end) if isinstance(end, str) else end
-            if isinstance(end, dict) and all(int(end.get(t, {}).get(p, -1)) >= o
+            if isinstance(end, dict) and all(int(end.get(t, {}).get(str(p), -1)) >= o
                                              for t, parts in target.items() for p, o in parts.items()):
                 return True
     return False
 
 
-def _percentile(sorted_values: list[float], p: float) -> float:
-    """Nearest-rank percentile of an ascending list."""
-    return sorted_values[max(0, math.ceil(p / 100 * len(sorted_values)) - 1)]
-
-
-def _wait_caught_up(query, bootstrap: str, deadline: Deadline) -> None:
+def _wait_caught_up(query, bootstrap: str, topics: list[str], deadline: Deadline) -> None:
     """Block until the running job has finished a batch that reaches the input topics' current end."""
-    target = json.loads(offsets_json(read_ranges(bootstrap, INPUT_TOPICS), lambda b, e: e))
+    target = _ends(bootstrap, topics)
     while not _source_caught_up(query, target):
         if query.exception() is not None or not query.isActive:
-            raise BenchError(f"step 5: the job stopped: {query.exception()}")
+            raise BenchError(f"latency: the job stopped: {query.exception()}")
         deadline.check()
         time.sleep(0.1)  # polling a condition, under a deadline
 
@@ -131,54 +156,49 @@ class _ViewMatcher:
 
 
 def end_to_end_latency(spark, bootstrap: str, checkpoint: Path, seed: int, rate: float, seconds: float,
-                       trigger: str) -> Measurement:
-    """The job running continuously (from its step-3 checkpoint: no backlog, warm state) while
-    fresh tweets arrive at `rate`/s. Latency of a tweet = Kafka timestamp of its first view
-    (CreateTime, set by the sink's producer) - Kafka timestamp of the tweet record (CreateTime,
-    set when our producer sent it); see _ViewMatcher for which view is 'its first'."""
-    from joinlab.job import start as start_job
-    users, tweets = latency_events(seed, rate, seconds)
-    tweet_starts = {p: e for (_, p), (_, e) in read_ranges(bootstrap, [TWEETS_TOPIC]).items()}
-    view_starts = {p: e for (_, p), (_, e) in read_ranges(bootstrap, [VIEWS_TOPIC]).items()}
-    query = start_job(spark, tweet_views, bootstrap, str(checkpoint), trigger_interval=trigger,
-                      name="bench-tweet-views-latency")
+                       trigger: str) -> Latency:
+    """The job running continuously (from `checkpoint`, which has read its topics to the end: no
+    backlog, warm state) while fresh tweets arrive at `rate`/s. Latency of a tweet = Kafka timestamp
+    of its first view (CreateTime, set by the sink's producer) - Kafka timestamp of the tweet record
+    (CreateTime, set when our producer sent it); see _ViewMatcher for which view is 'its first'."""
+    job = patterns.job(PATTERN)
+    users, tweets = latency_events(job, seed, rate, seconds)
+    tweet_starts = _ends(bootstrap, [job.TWEETS_TOPIC]).get(job.TWEETS_TOPIC, {})
+    view_starts = _ends(bootstrap, [job.VIEWS_TOPIC]).get(job.VIEWS_TOPIC, {})
+    query = start(spark, job, bootstrap, str(checkpoint), trigger_interval=trigger, name="bench-tweet-views-latency")
     try:
         log(f"  sending {len(users)} users first, then waiting until the job has processed them")
         send(bootstrap, users, progress=False)
-        _wait_caught_up(query, bootstrap, Deadline(180, "step 5 (the running job's batch of users)"))
+        _wait_caught_up(query, bootstrap, job.INPUT_TOPICS, Deadline(180, "latency (the running job's batch of users)"))
         batches_before = len(query.recentProgress)
 
         log(f"  sending {len(tweets)} tweets at {rate:g}/s (~{len(tweets) / rate:.0f} s)")
         sent_at = time.monotonic()
         send(bootstrap, tweets, rate=rate, progress=False)
-        send_seconds = time.monotonic() - sent_at
+        send_s = time.monotonic() - sent_at
 
-        inputs = _read_from(bootstrap, TWEETS_TOPIC, tweet_starts, lambda got: len(got) >= len(tweets),
-                            Deadline(60, "step 5 (reading the sent tweets back)"), "tweets")
+        inputs = _read_from(bootstrap, job.TWEETS_TOPIC, tweet_starts, lambda got: len(got) >= len(tweets),
+                            Deadline(60, "latency (reading the sent tweets back)"), "tweets")
         matcher = _ViewMatcher({(b["tweet_id"], b["version"]): r.timestamp
                                 for r in inputs for b in [json.loads(r.value)]})
 
         def done(got: list) -> bool:
             if query.exception() is not None:
-                raise BenchError(f"step 5: the job failed: {query.exception()}")
+                raise BenchError(f"latency: the job failed: {query.exception()}")
             return matcher.add(got)
 
         try:
-            _read_from(bootstrap, VIEWS_TOPIC, view_starts, done,
-                       Deadline(120, "step 5 (a view of every sent tweet)"), "views")
+            _read_from(bootstrap, job.VIEWS_TOPIC, view_starts, done,
+                       Deadline(120, "latency (a view of every sent tweet)"), "views")
             incomplete = ""
         except BenchError as exc:  # report what matched, and say that it is incomplete
-            incomplete = f"; INCOMPLETE: {exc}"
-        durations = sorted(p["durationMs"]["triggerExecution"] for p in query.recentProgress[batches_before:]
-                           if p.get("numInputRows"))
+            incomplete = f"INCOMPLETE: {exc}"
+        durations = [p["durationMs"]["triggerExecution"] for p in query.recentProgress[batches_before:]
+                     if p.get("numInputRows")]
     finally:
         stop_between_batches(query)
     latencies, by_newer = matcher.latencies()
     if not latencies:
-        raise BenchError(f"step 5: no view of the {len(matcher.sent)} sent tweets arrived{incomplete}")
-    batch = f"; median batch {_percentile(durations, 50):.0f} ms" if durations else ""
-    note = (f"p50 {_percentile(latencies, 50):.0f} ms, p99 {_percentile(latencies, 99):.0f} ms; "
-            f"matched {len(latencies)}/{len(matcher.sent)} ({by_newer} by a newer version)"
-            f"{batch}; trigger {trigger}{incomplete}")
-    return Measurement("5  e2e latency (job running)", len(matcher.sent), send_seconds, note)
-
+        raise BenchError(f"latency: no view of the {len(matcher.sent)} sent tweets arrived; {incomplete}")
+    return Latency(len(matcher.sent), send_s, latencies, by_newer,
+                   statistics.median(durations) if durations else None, incomplete)

@@ -1,17 +1,13 @@
-"""`joinlab bench`: where the time goes, measured side by side on the SAME events.
+"""`joinlab bench`: what a user asks of each pattern, measured on one warm Spark session.
 
-Why one run and one event set: a ratio between two numbers is only meaningful when both read
-exactly the same records from the same broker on the same machine. So the tweet-views events of
-one seed are produced once, then read by a raw client (confluent-kafka, kafka-python), by Spark's
-Kafka source alone (noop sink), by the tweet-views job, and joined in plain Python; finally the
-job runs continuously at a fixed input rate to measure end-to-end latency. Every other pattern's
-job gets one row (3b, ...) on its own seeded events, on the same warmed-up session. Step 6
-(joinlab.bench.micro) measures micro-batches: each pattern's per-batch floor and steady rate,
-tweet views stage by stage, and the ablation of each speed change. Step 7
-(joinlab.bench.cold_start) starts fresh JVMs, with the class archive and without.
+Per pattern: the tiny batch (100 records per trigger: the per-batch floor a notebook or a demo
+feels), the steady rate (20,000 per trigger), and the ceiling (the same job with processors that
+do nothing: the best its own processors can reach in this wiring); then the end-to-end latency
+of tweet views running at a fixed input rate. The studies behind the lab's settings live apart,
+in perf/ (perf/README.md); docs/benchmarks.md keeps every run's numbers.
 
-Each measurement is one function in this package; each has a deadline and fails with a message
-that says what did not finish, instead of hanging. Progress goes to stderr, the table to stdout.
+Why one broker with empty topics: every run reads its pattern's topics from the beginning, so they
+must hold exactly the events meant for it. Progress goes to stderr, the tables to stdout.
 """
 from __future__ import annotations
 
@@ -23,22 +19,46 @@ import time
 import uuid
 from contextlib import ExitStack
 
-from generators.tweet_views import generate
-from joinlab.bench.clients import consume_confluent, consume_kafka_python, produce_events
+from joinlab import patterns
+from joinlab.bench import ceiling
+from joinlab.bench.batches import BenchError, fill, log, run_job
 from joinlab.bench.latency import end_to_end_latency
-from joinlab.bench.lookup_rate import lookup_path
-from joinlab.bench.plain_python import plain_python_dict, plain_python_tws
-from joinlab.bench.spark_rates import (pattern_job, spark_source_batch, spark_source_stream, start_spark,
-                                       tweet_views_job, warm_up)
-from joinlab.bench.step import BenchError, log
-from joinlab.bench.table import Measurement, format_table, machine_line, ratios
+from joinlab.bench.table import STEADY_PER_TRIGGER, TINY_PER_TRIGGER, format_all
 from joinlab.config import lab_home
-from joinlab.generate import Disorder
 
-STEPS = 7
+# Loggers that would flood stderr, quieted only when the level is the default WARN: "current batch
+# is falling behind" is expected in the latency run, where a batch outlasts the trigger.
+NOISY_LOGGERS = ["org.apache.spark.sql.execution.streaming.runtime.ProcessingTimeExecutor"]
 
 
-def _budget(records: int, floor_rate: float, base_s: float = 120.0) -> float:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="joinlab bench", description=(
+        "Per pattern: the tiny batch, the steady rate and the ceiling (processors that do nothing); "
+        "then the tweet-views job's end-to-end latency at a fixed rate."))
+    parser.add_argument("--seed", type=int, default=42, help="generator seed (default 42)")
+    parser.add_argument("--tiny-events", type=int, default=1000,
+                        help=f"events per pattern read {TINY_PER_TRIGGER} per trigger, for the per-batch floor "
+                             "(default 1000)")
+    parser.add_argument("--steady-events", type=int, default=60000,
+                        help=f"events per pattern read {STEADY_PER_TRIGGER:,} per trigger, for the steady rate "
+                             "(default 60000; 0: no steady runs)")
+    parser.add_argument("--latency-rate", type=float, default=1000.0,
+                        help="tweets per second during the latency run (default 1000)")
+    parser.add_argument("--latency-seconds", type=float, default=10.0,
+                        help="seconds of tweets during the latency run (default 10; 0: no latency run)")
+    parser.add_argument("--latency-trigger", default="100 milliseconds",
+                        help="processing-time trigger of the running job (default '100 milliseconds')")
+    parser.add_argument("--bootstrap", help="Kafka bootstrap servers whose lab topics are empty (default: "
+                                            "$KAFKA_BOOTSTRAP_SERVERS, else an embedded broker started for this run)")
+    args = parser.parse_args(argv)
+    if args.tiny_events < 2 * TINY_PER_TRIGGER:
+        parser.error(f"--tiny-events must be at least {2 * TINY_PER_TRIGGER} (the first batch is start-up)")
+    if args.steady_events < 0 or args.latency_rate <= 0 or args.latency_seconds < 0:
+        parser.error("--steady-events and --latency-seconds must be >= 0, --latency-rate > 0")
+    return args
+
+
+def _budget(records: int, floor_rate: float = 50, base_s: float = 300.0) -> float:
     """A deadline generous enough for a slow laptop: `base_s` plus the records at `floor_rate`/s."""
     return base_s + records / floor_rate
 
@@ -55,135 +75,72 @@ def _broker(args: argparse.Namespace, stack: ExitStack) -> tuple[str, str]:
     return broker.bootstrap_servers, f"embedded Apache Kafka {broker.info.version} ({broker.bootstrap_servers})"
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="joinlab bench", description=(
-        "Benchmark on one set of tweet-views events: raw Kafka clients, Spark's Kafka source, the "
-        "tweet-views job, the same join in plain Python, and end-to-end latency."))
-    parser.add_argument("--events", type=int, default=50000, help="events to produce (default 50000)")
-    parser.add_argument("--seed", type=int, default=42, help="generator seed (default 42)")
-    parser.add_argument("--pattern-events", type=int, default=20000,
-                        help="events for each other pattern's job row (default 20000)")
-    parser.add_argument("--lookups", type=int, default=2000,
-                        help="session lookups for the money-enrichment lookup row (default 2000)")
-    parser.add_argument("--latency-rate", type=float, default=1000.0,
-                        help="tweets per second during the latency run (default 1000)")
-    parser.add_argument("--latency-seconds", type=float, default=10.0,
-                        help="seconds of tweets during the latency run (default 10)")
-    parser.add_argument("--tiny-events", type=int, default=1000,
-                        help="events per pattern read 100 per trigger, for the per-batch floor (default 1000)")
-    parser.add_argument("--steady-events", type=int, default=60000,
-                        help="events per pattern read 20,000 per trigger, for the steady rate (default 60000; 0: no steady runs)")
-    parser.add_argument("--no-ablation", action="store_true", help="skip the ablation table (saves minutes)")
-    parser.add_argument("--cold-starts", type=int, default=2,
-                        help="fresh-JVM runs per variant (class archive on, off) in step 7 (default 2; 0: skip)")
-    parser.add_argument("--micro-only", action="store_true", help="skip steps 1-5: run step 6 (micro-batches) and step 7 (cold start) only")
-    parser.add_argument("--latency-trigger", default="100 milliseconds",
-                        help="processing-time trigger of the running job (default '100 milliseconds')")
-    parser.add_argument("--bootstrap", help="Kafka bootstrap servers (default: $KAFKA_BOOTSTRAP_SERVERS, "
-                                            "else an embedded broker started for this run)")
-    args = parser.parse_args(argv)
-    if args.events < 10:
-        parser.error("--events must be at least 10")
-    if args.latency_rate <= 0 or args.latency_seconds <= 0:
-        parser.error("--latency-rate and --latency-seconds must be > 0")
-    return args
-
-
 def _spark(stack: ExitStack):
-    """The lab's session (stopped when `stack` closes, unless it was running) and its Kafka format."""
-    spark, stop_spark = start_spark()
-    if stop_spark:
-        stack.callback(spark.stop)
-    return spark, "kafka"
+    """The lab's session, stopped when `stack` closes (before the broker: joinlab.spark.stop closes
+    the connector's producers first) unless it was running before."""
+    from pyspark.sql import SparkSession
+    from joinlab.spark import session, stop
+    existed = SparkSession.getActiveSession() is not None
+    spark = session("joinlab-bench")
+    if not existed:
+        stack.callback(stop, spark)
+    if os.environ.get("LAB_SPARK_LOG_LEVEL", "WARN").upper() == "WARN":
+        log4j = spark._jvm.org.apache.logging.log4j
+        for name in NOISY_LOGGERS:
+            log4j.core.config.Configurator.setLevel(name, log4j.Level.ERROR)
+    return spark
 
 
-def _steps_1_to_5(args: argparse.Namespace, stack: ExitStack, bootstrap: str, work, rows: list):
-    """Steps 1 to 5 on the same tweet-views events; returns (spark, its Kafka format)."""
-    log(f"generating {args.events} tweet-views events (seed {args.seed}) and producing them to {bootstrap}")
-    records = generate(args.seed, args.events, disorder=Disorder())
-    produced, ranges = produce_events(bootstrap, records)
-    n = produced.records
-    rows.append(produced)
-
-    log(f"step 1/{STEPS} raw clients: confluent-kafka, then kafka-python ({n} records)")
-    rows.append(consume_confluent(bootstrap, ranges, _budget(n, 500)))
-    rows.append(consume_kafka_python(bootstrap, ranges, _budget(n, 500)))
-
-    log(f"step 2/{STEPS} spark source: starting Spark and warming it up (not timed)")
-    spark, fmt = _spark(stack)
-    warm_up(spark, bootstrap, ranges, 300)
-    log(f"step 2/{STEPS} spark source: readStream -> noop (availableNow), then a batch count()")
-    rows.append(spark_source_stream(spark, bootstrap, n, work / "noop", _budget(n, 100)))
-    rows.append(spark_source_batch(spark, bootstrap, n, _budget(n, 100)))
-
-    log(f"step 3/{STEPS} tweet-views job (availableNow) on the same {n} events")
-    job_checkpoint = work / "tweet-views"
-    rows.append(tweet_views_job(spark, bootstrap, n, job_checkpoint, _budget(n, 50, base_s=300)))
-    from joinlab.patterns import PATTERNS
-    for letter, pattern in zip("bcdefgh", [p for p in PATTERNS if p != "tweet-views"]):
-        log(f"step 3/{STEPS} {pattern} job (availableNow) on {args.pattern_events} of its own events")
-        rows.append(pattern_job(spark, pattern, bootstrap, args.seed, args.pattern_events, work / pattern,
-                                _budget(args.pattern_events, 50, base_s=300), row=f"3{letter}"))
-    log(f"step 3/{STEPS} money-enrichment lookup path: {args.lookups} session lookups over HTTP")
-    rows.append(lookup_path(bootstrap, args.lookups, _budget(args.lookups, 50, base_s=30)))
-
-    log(f"step 4/{STEPS} plain Python join: TwsTester, then dicts")
-    rows.append(plain_python_tws(records, _budget(n, 200)))
-    rows.append(plain_python_dict(records, _budget(n, 500)))
-
-    log(f"step 5/{STEPS} end-to-end latency: job running ({args.latency_trigger} trigger), "
-        f"{args.latency_rate:g} tweets/s for {args.latency_seconds:g} s")
-    rows.append(end_to_end_latency(spark, bootstrap, job_checkpoint, args.seed + 1, args.latency_rate,
-                                   args.latency_seconds, args.latency_trigger))
-    return spark, fmt
+def _lab_and_nothing(spark, pattern: str, bootstrap: str, work, kind: str, per_trigger: int, timeout_s: float):
+    """(the pattern's job, the same job with processors that do nothing), `per_trigger` records a batch."""
+    from joinlab.job import services
+    job = patterns.job(pattern)
+    runs = []
+    for label, solution in ((pattern, None), (f"{pattern}, nothing", ceiling.solution(job))):
+        log(f"{label}: {kind} batches ({per_trigger:,} per trigger)")
+        with services(job, bootstrap):
+            runs.append(run_job(spark, job, bootstrap, work / f"{label.replace(', ', '-')}-{kind}", per_trigger,
+                                label, timeout_s, solution))
+    return runs
 
 
-def run(args: argparse.Namespace) -> tuple[list[Measurement], str, dict | None, dict | None]:
-    """Every step in order; returns the rows, the machine line, step 6's and step 7's results."""
-    rows: list[Measurement] = []
+def run(args: argparse.Namespace) -> str:
+    """Every measurement in order; returns the tables."""
+    from joinlab.generate import send
     with ExitStack() as stack:
         bootstrap, broker_label = _broker(args, stack)
         work = lab_home() / f"bench-{uuid.uuid4().hex[:8]}"  # under LAB_HOME: shared with executors
         stack.callback(shutil.rmtree, work, ignore_errors=True)
-
-        spark, fmt = _spark(stack) if args.micro_only else _steps_1_to_5(args, stack, bootstrap, work, rows)
-        micro = None
-        if args.tiny_events:
-            from joinlab.bench.micro import measure
-            from joinlab.broker import EmbeddedBroker
-            log(f"step 6/{STEPS} micro-batches: every pattern, tiny and steady, on a broker of its own")
-            with EmbeddedBroker() as own:
-                micro = measure(spark, own.bootstrap_servers, args.seed, work / "micro", args.tiny_events,
-                                args.steady_events, not args.no_ablation, _budget(args.steady_events, 50, base_s=300))
-        cold = None
-        if args.cold_starts:
-            from joinlab.bench.cold_start import measure as cold_starts
-            from joinlab.broker import EmbeddedBroker
-            log(f"step 7/{STEPS} cold start: a fresh JVM per run, with the class archive and without")
-            with EmbeddedBroker() as own:
-                cold = cold_starts(own.bootstrap_servers, args.seed, work / "cold", args.cold_starts, 300)
-        machine = machine_line(broker_label, fmt)
+        log(f"generating {args.tiny_events + args.steady_events} events per pattern (seed {args.seed}); "
+            f"sending the first {args.tiny_events}")
+        steady = {}
+        for pattern in patterns.PATTERNS:
+            records = fill(bootstrap, pattern, args.seed, args.tiny_events + args.steady_events)
+            send(bootstrap, records[:args.tiny_events], progress=False)
+            steady[pattern] = records[args.tiny_events:]
+        spark = _spark(stack)
+        lab, nothing = {}, {}
+        for pattern in patterns.PATTERNS:
+            small = _lab_and_nothing(spark, pattern, bootstrap, work, "tiny", TINY_PER_TRIGGER,
+                                     _budget(args.tiny_events))
+            lab[pattern], nothing[pattern] = [small[0], None], [small[1], None]
+        if args.steady_events:
+            log(f"sending {args.steady_events} more events per pattern")
+            for pattern in patterns.PATTERNS:
+                send(bootstrap, steady[pattern], progress=False)
+            for pattern in patterns.PATTERNS:
+                big = _lab_and_nothing(spark, pattern, bootstrap, work, "steady", STEADY_PER_TRIGGER,
+                                       _budget(args.tiny_events + args.steady_events))
+                lab[pattern][1], nothing[pattern][1] = big
+        latency = None
+        if args.latency_seconds:
+            log(f"latency: tweet views running ({args.latency_trigger} trigger), "
+                f"{args.latency_rate:g} tweets/s for {args.latency_seconds:g} s")
+            caught_up = work / f"tweet-views-{'steady' if args.steady_events else 'tiny'}"
+            latency = end_to_end_latency(spark, bootstrap, caught_up, args.seed + 1, args.latency_rate,
+                                         args.latency_seconds, args.latency_trigger)
         log("stopping Spark and the broker")
-    return rows, machine, micro, cold
-
-
-FOOTNOTES = [
-    "Every row reads the same events, produced once (no duplicates, no malformed records).",
-    "Spark rows: the session was started and warmed up (a tiny SQL job and a 10-records-per-partition "
-    "Kafka read) before step 2, so JVM start-up is not in the numbers; a query's time runs from "
-    "start() to termination (planning, offset lookups, checkpoint writes included).",
-    "Rows 3b...: each other pattern's job on its own seeded events (default disorder-free), produced "
-    "before its timer starts, on the same warm session; its input topics are separate from step 3's.",
-    "Row 3e: the money-enrichment job's lookup client against the lab's session service (both in this "
-    "process, real HTTP on 127.0.0.1), each session id once: what a live job's late transactions cost.",
-    "Rows 4a/4b read the events from memory (no Kafka I/O): json.loads, the join, and a JSON "
-    "encode of each view, in one Python process.",
-    "Row 5: records = tweet events sent at the fixed rate, seconds = time spent sending them; latency = "
-    "the Kafka timestamp of the first view showing that tweet version or a newer one (a micro-batch "
-    "holding a tweet and its edit emits one view, for the edit) - the tweet's Kafka timestamp (which "
-    "includes the test producer's 20 ms linger). The job continues from row 3's checkpoint (no "
-    "backlog, warm state, fresh ids); the tweets' users were sent and processed first.",
-]
+    return format_all(lab, nothing, latency, args.latency_rate, args.latency_trigger, broker_label)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -191,28 +148,11 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     from joinlab.broker import BrokerError
     try:
-        rows, machine, micro, cold = run(args)
+        tables = run(args)
     except (BenchError, BrokerError, TimeoutError) as exc:
         log(f"FAILED: {exc}")
         raise SystemExit(1) from None
-    if rows:
-        print(format_table(rows))
-        print()
-        for note in FOOTNOTES:
-            print(f"* {note}")
-        print()
-        print("ratios (records/s over records/s):")
-        print("\n".join(ratios({r.name: r for r in rows})))
-        print()
-    if micro is not None:
-        from joinlab.bench.micro import format_micro
-        print(format_micro(micro))
-        print()
-    if cold is not None:
-        from joinlab.bench.cold_start import format_cold_start
-        print(format_cold_start(cold))
-        print()
-    print(machine)
+    print(tables)
     log(f"done in {time.monotonic() - started:.0f} s")
     return 0
 

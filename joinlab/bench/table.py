@@ -1,64 +1,76 @@
-"""The bench's output: one Measurement per row, the table, the ratios between rows, the machine line.
+"""The bench's output: per pattern its tiny batch, its steady rate and its ceiling; the latency line.
 
-Why ratios: absolute rates depend on the machine; ratios on one run's same events travel better."""
+Why the ceiling beside each pattern: absolute numbers depend on the machine; how close a job comes
+to the same wiring with processors that do nothing travels better."""
 from __future__ import annotations
 
 import os
 import platform
-from dataclasses import dataclass
 
+from joinlab.bench.batches import BatchStats
+from joinlab.bench.latency import Latency
 from joinlab.spark import spark_master
 
+TINY_PER_TRIGGER, STEADY_PER_TRIGGER = 100, 20_000
+# The lab's speed targets per pattern: a tiny batch's median ms, and the steady rate in events/s.
+TARGETS = {"tweet-views": (700, 10_000), "car-pollution": (700, 10_000), "lottery": (700, 5_000),
+           "money-enrichment": (700, 5_000)}
 
-@dataclass
-class Measurement:
-    name: str
-    records: int | None
-    seconds: float | None
-    note: str = ""
-
-    @property
-    def rate(self) -> float | None:
-        if self.records is None or not self.seconds:
-            return None
-        return self.records / self.seconds
+# {pattern: [tiny, steady]}: a pattern's two runs; steady is None when the bench ran without it.
+Runs = dict[str, list[BatchStats | None]]
 
 
-def _fmt_rate(rate: float | None) -> str:
-    return "-" if rate is None else f"{rate:,.0f}"
+def _n(value) -> str:
+    return "-" if value is None else f"{value:,.0f}"
 
 
-def format_table(rows: list[Measurement]) -> str:
-    header = ("measurement", "records", "seconds", "records/s", "note")
-    cells = [(r.name, "-" if r.records is None else str(r.records),
-              "-" if r.seconds is None else f"{r.seconds:.2f}", _fmt_rate(r.rate), r.note) for r in rows]
-    widths = [max(len(header[i]), *(len(c[i]) for c in cells)) for i in range(4)]
-    def line(c):
-        return (f"{c[0]:<{widths[0]}}  {c[1]:>{widths[1]}}  {c[2]:>{widths[2]}}  {c[3]:>{widths[3]}}  {c[4]}").rstrip()
-    rule = "  ".join("-" * w for w in widths) + "  ----"
-    return "\n".join([line(header), rule, *(line(c) for c in cells)])
+def format_patterns(lab: Runs) -> str:
+    """Each pattern's whole job: tiny batches, steady batches, each with its start-up apart."""
+    lines = [f"Micro-batches per pattern (whole job; median of the batches after the first; "
+             f"tiny = {TINY_PER_TRIGGER} records per trigger, steady = {STEADY_PER_TRIGGER:,} per trigger)",
+             f"  {'pattern':<18} {'tiny batch ms':>13} {'start-up ms':>11} {'steady ev/s':>11} {'steady batch ms':>15} "
+             f"{'start-up ms':>11}"]
+    for pattern, (small, big) in lab.items():
+        lines.append(f"  {pattern:<18} {_n(small.median_ms):>13} {_n(small.first_ms):>11} "
+                     f"{_n(big.rate if big else None):>11} {_n(big.median_ms if big else None):>15} "
+                     f"{_n(big.first_ms if big else None):>11}")
+    return "\n".join(lines)
 
 
-def ratios(by_name: dict[str, Measurement]) -> list[str]:
-    def rate(prefix: str) -> float | None:
-        found = [m for name, m in by_name.items() if name.startswith(prefix)]
-        return found[0].rate if found else None
-
-    pairs = [("confluent-kafka vs kafka-python consume", "1a", "1b"),
-             ("Spark source (stream) vs confluent-kafka raw", "2a", "1a"),
-             ("Spark source (batch) vs confluent-kafka raw", "2b", "1a"),
-             ("tweet-views job vs Spark source (stream)", "3 ", "2a"),
-             ("plain Python (TwsTester) vs job", "4a", "3 "),
-             ("plain Python (dicts) vs job", "4b", "3 ")]
-    out = []
-    for label, top, bottom in pairs:
-        a, b = rate(top), rate(bottom)
-        out.append(f"  {label + ':':<48} " + (f"{a / b:6.2f}x" if a and b else "     -"))
-    return out
+def format_ceiling(lab: Runs, nothing: Runs) -> str:
+    """Each pattern's job beside the same job with processors that do nothing, and the target."""
+    lines = ["The ceiling: each job with processors that do nothing (same wiring, same events; the best its own "
+             "processors can reach here)",
+             f"  {'pattern':<18} {'tiny ms: lab':>12} {'nothing':>8} {'target':>7} "
+             f"{'steady ev/s: lab':>16} {'nothing':>8} {'target':>7}"]
+    for pattern, (small, big) in nothing.items():
+        lab_small, lab_big = lab[pattern]
+        tiny_target, steady_target = TARGETS.get(pattern, (None, None))
+        lines.append(f"  {pattern:<18} {_n(lab_small.median_ms):>12} {_n(small.median_ms):>8} "
+                     f"{_n(tiny_target):>7} {_n(lab_big.rate if lab_big else None):>16} "
+                     f"{_n(big.rate if big else None):>8} {_n(steady_target):>7}")
+    return "\n".join(lines)
 
 
-def machine_line(broker: str, kafka_format: str) -> str:
+def format_latency(latency: Latency, rate: float, trigger: str) -> str:
+    lines = [f"End-to-end latency (tweet views running, trigger {trigger}; {latency.sent:,} tweets sent at "
+             f"{rate:,.0f}/s in {latency.send_s:.1f} s; a tweet's Kafka timestamp to its first view's)",
+             f"  p50 {latency.percentile(50):,.0f} ms, p99 {latency.percentile(99):,.0f} ms; matched "
+             f"{len(latency.latencies):,}/{latency.sent:,} ({latency.by_newer} by a newer version); "
+             f"median batch {_n(latency.median_batch_ms)} ms"]
+    if latency.incomplete:
+        lines.append(f"  {latency.incomplete}")
+    return "\n".join(lines)
+
+
+def machine_line(broker: str) -> str:
     import pyspark
     return (f"machine: {os.cpu_count()} cores, Python {platform.python_version()}, PySpark {pyspark.__version__}, "
-            f"Spark master {spark_master()}, Kafka format '{kafka_format}', broker: {broker}")
+            f"Spark master {spark_master()}, broker: {broker}")
 
+
+def format_all(lab: Runs, nothing: Runs, latency: Latency | None, rate: float, trigger: str, broker: str) -> str:
+    parts = [format_patterns(lab), format_ceiling(lab, nothing)]
+    if latency is not None:
+        parts.append(format_latency(latency, rate, trigger))
+    return "\n\n".join(parts + [machine_line(broker)])

@@ -88,7 +88,7 @@ class _Handler(BaseHTTPRequestHandler):
     server_version = "joinlab-lookup"
     timeout = 60  # an idle keep-alive connection frees its thread after a minute
     # Headers and body go out in two writes; with Nagle on, the body waits for the client's
-    # delayed ACK (~40 ms) on every keep-alive request. Measured: 182 lookups/s with it.
+    # delayed ACK on every keep-alive request (docs/benchmarks.md has the cost).
     disable_nagle_algorithm = True
 
     def setup(self) -> None:

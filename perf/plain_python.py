@@ -1,17 +1,23 @@
-"""Step 4: the same join in plain Python, from memory: what the join costs without Spark or Kafka.
+"""The tweet-views join in plain Python, from memory: what the join costs without Spark or Kafka.
 
-Why two rows: TwsTester runs the job's own processor; the dicts show the join alone."""
+    .venv/bin/python -m perf.plain_python [--events 50000]
+
+Two rates on the same seeded events: the job's own processor driven by pyspark's TwsTester
+(in-memory state, one call per event), and the same logic on dicts (the join alone). Each
+includes json.loads of the event and a JSON encode of each view. Compare them with the
+tweet-views steady rate of `make bench`: the difference is what Spark's state calls, its tasks
+and Kafka cost.
+"""
 from __future__ import annotations
 
+import argparse
 import json
 import time
 
-from jobs.tweet_views.job import USERS_TOPIC
+from jobs.tweet_views.job import USERS_TOPIC, retention
 from jobs.tweet_views.solution import TweetViewsProcessor
-from joinlab.bench.step import Deadline
-from joinlab.bench.table import Measurement
 from joinlab.events import parse_time
-from joinlab.generate import Record
+from joinlab.generate import Disorder, Record
 
 
 def _side(record: Record, body: dict) -> dict:
@@ -33,18 +39,15 @@ def _view_json(tweet_id, version, text, tweet_time, user_id, author) -> str:
                       separators=(",", ":"))
 
 
-def plain_python_tws(records: list[Record], timeout_s: float) -> Measurement:
+def plain_python_tws(records: list[Record]) -> tuple[float, str]:
     """jobs.tweet_views.solution.TweetViewsProcessor driven by pyspark's TwsTester (in-memory state), one
     test(user_id, [row]) call per event in arrival order: the job's own logic, minus Spark."""
     from pyspark.sql import Row
     from pyspark.sql.streaming.tws_tester import TwsTester
-    deadline = Deadline(timeout_s, "step 4 (plain Python, TwsTester)")
     start = time.monotonic()
-    tester = TwsTester(TweetViewsProcessor())
+    tester = TwsTester(TweetViewsProcessor(retention()))
     views, last = 0, {}
-    for i, record in enumerate(records):
-        if i % 1000 == 0:
-            deadline.check(f"{i} of {len(records)} events")
+    for record in records:
         side = _side(record, json.loads(record.value))
         for v in tester.test(side["user_id"], [Row(**side)]):
             _view_json(v.tweet_id, v.tweet_version, v.text, v.tweet_time, v.user_id,
@@ -52,21 +55,17 @@ def plain_python_tws(records: list[Record], timeout_s: float) -> Measurement:
             last[v.tweet_id] = v.tweet_version
             views += 1
     seconds = time.monotonic() - start
-    return Measurement("4a plain Python: TwsTester", len(records), seconds,
-                       f"same processor, 1 process, no Kafka I/O; {views} views, {len(last)} tweets")
+    return seconds, f"{views} views, {len(last)} tweets"
 
 
-def plain_python_dict(records: list[Record], timeout_s: float) -> Measurement:
+def plain_python_dict(records: list[Record]) -> tuple[float, str]:
     """The processor's logic on plain dicts (no Row, no state API): how fast one Python process
     can join when nothing but the join itself is paid for."""
-    deadline = Deadline(timeout_s, "step 4 (plain Python, dicts)")
     start = time.monotonic()
     users: dict[int, tuple] = {}
     tweets: dict[int, dict[int, tuple]] = {}  # author -> tweet_id -> (version, text, time)
     views, last = 0, {}
-    for i, record in enumerate(records):
-        if i % 1000 == 0:
-            deadline.check(f"{i} of {len(records)} events")
+    for record in records:
         side = _side(record, json.loads(record.value))
         uid = side["user_id"]
         author = users.get(uid)
@@ -87,6 +86,22 @@ def plain_python_dict(records: list[Record], timeout_s: float) -> Measurement:
             last[tweet_id] = version
             views += 1
     seconds = time.monotonic() - start
-    return Measurement("4b plain Python: dict join", len(records), seconds,
-                       f"same logic on dicts, no TwsTester; {views} views, {len(last)} tweets")
+    return seconds, f"{views} views, {len(last)} tweets"
 
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m perf.plain_python", description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=50000)
+    parser.add_argument("--seed", type=int, default=42)
+    args = parser.parse_args(argv)
+    from generators.tweet_views import generate
+    records = generate(args.seed, args.events, disorder=Disorder())
+    for label, join in (("the job's processor, TwsTester", plain_python_tws), ("the same logic on dicts", plain_python_dict)):
+        seconds, what = join(records)
+        print(f"{label:<32} {len(records):>7} events {seconds:7.2f} s {len(records) / seconds:>10,.0f} events/s ({what})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

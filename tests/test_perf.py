@@ -1,0 +1,37 @@
+"""The studies in perf/ still run: the cheap ones on a few events (the Spark ones, perf.ablation and
+perf.stages, are run by hand: perf/README.md), and the tables they print add up."""
+from joinlab.bench.batches import BatchStats
+
+
+def test_plain_python_joins_the_same_events_into_the_same_views_through_twstester_and_dicts(capsys):
+    from perf import plain_python
+    assert plain_python.main(["--events", "300"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2 and all("events/s" in line for line in lines)
+    views = [line.split("(")[1] for line in lines]  # "(N views, M tweets)"
+    assert views[0] == views[1] and not views[0].startswith("0 views"), lines
+
+
+def test_the_lookup_rate_looks_each_session_up_once_over_http(bootstrap):
+    from perf.lookup_rate import measure
+    lookups, seconds, concurrency = measure(bootstrap, seed=5, events=1000, lookups=50)
+    assert lookups == 50 and seconds > 0 and concurrency >= 1
+
+
+def test_the_stage_alone_table_puts_each_pattern_s_whole_job_beside_its_stage_alone():
+    from perf.stages import format_alone
+    alone = {"tweet-views": (BatchStats("w", 5000, [4000], [16000]), BatchStats("a", 4000, [2000], [10000])),
+             "lottery": (BatchStats("w", 3000, [1000], [0]), BatchStats("a", 3000, [1000], [5000]))}
+    lines = format_alone(alone).splitlines()
+    assert lines[2].split() == ["tweet-views", "4,000", "5,000", "80%"]
+    assert lines[3].split() == ["lottery", "0", "5,000", "-"]
+
+
+def test_the_ablation_table_gives_each_variant_against_all_settings_on():
+    from perf.ablation import VARIANTS, format_ablation
+    on, per_event = VARIANTS[0], VARIANTS[1]
+    rows = [[on, BatchStats("on", 2000, [500], [100]), BatchStats("on", 5000, [4000], [16000])],
+            [per_event, BatchStats("off", 2000, [600], [100]), None]]
+    lines = format_ablation(rows).splitlines()
+    assert lines[2].split()[-4:] == ["500", "1.00x", "4,000", "1.00x"]
+    assert lines[3].split()[-4:] == ["600", "1.20x", "-", "-"]
