@@ -17,7 +17,6 @@ users through stage 1, dead letters through stage 2. Emitted rows carry out_time
 """
 from __future__ import annotations
 
-from datetime import datetime, timezone
 from typing import Iterator
 
 from pyspark.sql import Row
@@ -25,6 +24,7 @@ from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
 from jobs.money_enrichment.rules import Settings, tx_order, user_as_of, user_version_key
 from joinlab.events import timer_ms
+from joinlab.flow import Flow, entity_key
 from joinlab.named_state import grouping_key
 
 SESSION, USER, PASS = "session", "user", "pass"        # entities: what a row is keyed by
@@ -43,29 +43,12 @@ FLOW = ("entity string, entity_key string, kind string, out_time timestamp, tx_i
         "session_country string, session_device string, session_start_us bigint, user_name string, "
         "user_country string, user_segment string, user_version bigint, first_of_type boolean, "
         "enriched_by string, reason string, source_topic string")
-_FIELDS = [part.split()[0] for part in FLOW.split(", ")]
-_TYPES = {part.split()[0]: part.split()[1] for part in FLOW.split(", ")}
-
-
-def schema_of(names: list[str]) -> str:
-    """The DDL of FLOW's columns `names`, in that order (a state value holding those fields)."""
-    return ", ".join(f"{name} {_TYPES[name]}" for name in names)
+flow = Flow(FLOW)  # flow(kind, entity, entity_key, watermark_ms, **fields) -> Row
+schema_of = flow.schema_of  # the DDL of FLOW's columns `names`, in that order
 
 
 DECIDED_SCHEMA = schema_of(TX_FIELDS[1:] + SESSION_FIELDS + USER_FIELDS + ["first_of_type", "enriched_by"])
 USER_SCHEMA = "t_us bigint, name string, country string, segment string"  # keyed by version
-
-
-def entity_key(key: tuple) -> tuple[str, str]:
-    """(entity, entity_key) from the grouping key; pyspark's TwsTester hands a tuple key as (key,)."""
-    return grouping_key(key)
-
-
-def flow(kind: str, entity: str, entity_key_: str, watermark_ms: int, **fields) -> Row:
-    values = dict.fromkeys(_FIELDS)
-    values.update(entity=entity, entity_key=entity_key_, kind=kind,
-                  out_time=datetime.fromtimestamp((max(watermark_ms, 0) + 1) / 1000, timezone.utc), **fields)
-    return Row(**values)
 
 
 def pick(row, names: list[str]) -> dict:
