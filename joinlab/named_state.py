@@ -101,37 +101,46 @@ class KeyState:
         self.handle, self.cls, self.empty = handle, cls, empty
         self.state = handle.getValueState(name, ddl(cls))
         self._batch: tuple | None = None
-        self._values: dict = {}  # grouping key -> its value as stored now
+        self._stored: dict = {}  # grouping key -> its value as stored now
+        self._timers: dict = {}  # grouping key -> its timer registered now (the firing one is going)
 
     def get(self, key: tuple, timer_values, expired=None) -> T:
         """The key's value (asking first: a get() of an absent value logs a warning). `expired`:
         the ExpiredTimerInfo of the timer firing now, which Spark deletes after the call."""
         batch = (timer_values.getCurrentProcessingTimeInMs(), timer_values.getCurrentWatermarkInMs())
         if batch != self._batch:
-            self._batch, self._values = batch, {}
+            self._batch, self._stored, self._timers = batch, {}, {}
         key = grouping_key(key)
-        if key not in self._values:
-            self._values[key] = load(self.cls, self.state.get()) if self.state.exists() else self.empty
-        value = self._values[key]
-        if expired is not None and value.timer == expired.getExpiryTimeInMs():
-            value = self._values[key] = value._replace(timer=None)  # deleted by Spark, not by us
-        return value
+        if key not in self._stored:
+            self._stored[key] = load(self.cls, self.state.get()) if self.state.exists() else self.empty
+            self._timers[key] = self._stored[key].timer
+        if expired is not None and self._timers[key] == expired.getExpiryTimeInMs():
+            self._timers[key] = None  # deleted by Spark, not by us
+        return self._stored[key]._replace(timer=self._timers[key])
 
-    def put(self, key: tuple, value: T, due_ms: int | None) -> T:
+    def put(self, key: tuple, value: T, due_ms: int | None, ahead: bool = False) -> T:
         """Store the key's value (read with get() in this batch) with its one timer at `due_ms`
-        (None: no timer). Returns the value as stored."""
+        (None: no timer). A time at or behind the watermark keeps a registered timer that fires in
+        this batch anyway (it sweeps what is due); else `ahead` sets it just past the watermark,
+        for a caller whose timers must lie ahead of it. Returns the value as stored."""
         key = grouping_key(key)
-        before = self._values[key]
-        if due_ms != before.timer:
-            if before.timer is not None:
-                self.handle.deleteTimer(before.timer)
+        registered, watermark = self._timers[key], self._batch[1]
+        if due_ms is not None and due_ms <= watermark:
+            if registered is not None and registered <= watermark:
+                due_ms = registered
+            elif ahead:
+                due_ms = watermark + 1
+        if due_ms != registered:
+            if registered is not None:
+                self.handle.deleteTimer(registered)
             if due_ms is not None:
                 self.handle.registerTimer(due_ms)
+            self._timers[key] = due_ms
         value = value._replace(timer=due_ms)
-        if value == self.empty:
-            if before != self.empty:
+        if value != self._stored[key]:
+            if value == self.empty:
                 self.state.clear()
-        elif value != before:
-            self.state.update(value)
-        self._values[key] = value
+            else:
+                self.state.update(value)
+            self._stored[key] = value
         return value
