@@ -69,7 +69,9 @@ class Draw(StatefulProcessor):
         self.entries = KeyState(handle, "entries", Entries, Entries(None, []))
 
     def _store(self, key, value: Entries) -> None:
-        self.entries.put(key, value, min((timer_ms(e.window_start_us + WINDOW_US) for e in value.entries), default=None))
+        """The key's entries, its one timer at the earliest open window's end."""
+        due = min((timer_ms(e.window_start_us + WINDOW_US) for e in value.entries), default=None)
+        self.entries.put(key, value, due)
 
     def handleInputRows(self, key, rows, timerValues) -> Iterator[Row]:
         if entity_key(key)[0] == PASS:

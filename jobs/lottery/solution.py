@@ -1,5 +1,5 @@
-"""The lottery, the solution's first two stages (contract and the given Draw: lottery_stages.py;
-the wiring: lottery.py).
+"""The lottery, the solution's first two stages (contract and the given Draw: jobs/lottery/given.py;
+the wiring: jobs/lottery/job.py).
 
   1. LotteryGate, keyed by lottery (purchases: by user): drops duplicate event ids, rejects events
      behind the watermark, and applies the lottery rules (double start, inactive lottery) in
@@ -9,8 +9,9 @@ the wiring: lottery.py).
 Why wait for the watermark instead of applying rules on arrival: then no decision depends on the
 order the two topics were read, on partitions or on micro-batch boundaries; only on event times.
 
-State per key is read once and written once per micro-batch, with one timer at a time: every
-state or timer call is a round trip to the JVM (docs/lottery.md, "State and its bounds").
+A key's buffer is one value, read once and written at most once per micro-batch, with one timer
+at a time (joinlab.named_state.KeyState): every state or timer call is a round trip to the JVM
+(docs/lottery.md, "State and its bounds").
 """
 from __future__ import annotations
 
