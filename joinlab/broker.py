@@ -154,7 +154,9 @@ def _launch(data_dir: Path, port: int, controller_port: int, log_path: Path,
     base = [java(), f"-Dlog4j2.configurationFile={data_dir / 'log4j2.properties'}", "-cp", _classpath()]
     cluster_id = cluster_id_of(data_dir)
     if cluster_id is None:  # a new log directory: format it for a new cluster
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        cluster_id = "-"
+        while cluster_id.startswith("-"):  # the tool would read a leading "-" as an option (as Kafka's own ids avoid)
+            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
         done = subprocess.run([*base, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(config)],
                               capture_output=True, text=True)
         if done.returncode != 0:

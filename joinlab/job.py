@@ -10,6 +10,7 @@ context manager that makes a service it calls (money enrichment's session lookup
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import re
 import time
@@ -46,30 +47,45 @@ def start(spark: SparkSession, job: ModuleType, bootstrap: str, checkpoint: str,
         return writer.start()
 
 
-def state_variables(checkpoint: str) -> set[str]:
-    """The state variables a checkpoint's stateful operators hold, from each operator's newest
+def operator_state(checkpoint: str) -> list[set[str]]:
+    """The state variables of each stateful operator of a checkpoint, from the operator's newest
     metadata file (state/<operator>/_metadata/v2/<batch>, written by transformWithState)."""
-    found: set[str] = set()
+    found = []
     for operator in Path(checkpoint, "state").glob("*/_metadata/v2"):
         batches = [f for f in operator.iterdir() if f.name.isdigit()]
         if not batches:
             continue
+        names: set[str] = set()
         newest = max(batches, key=lambda f: int(f.name))
         for line in newest.read_text().splitlines()[1:]:  # the first line is the format version
             try:
                 properties = json.loads(line).get("operatorPropertiesJson")
             except ValueError:
                 continue
-            found |= {v["name"] for v in declared(properties)}
+            names |= {v["name"] for v in declared(properties)}
+        found.append(names)
     return found
 
 
+def state_variables(checkpoint: str) -> set[str]:
+    """The state variables a checkpoint's stateful operators hold, all operators together."""
+    return set().union(*operator_state(checkpoint))
+
+
 def check_state_layout(job: ModuleType, checkpoint: str, solution: ModuleType | None = None) -> None:
-    """Refuse a checkpoint that holds state the processors no longer read (their module's
-    RETIRED_STATE): Spark would restart it without a word and every key's old state would be
-    ignored, so the output would silently go wrong."""
+    """Refuse a checkpoint that holds state the processors no longer read: Spark would restart it
+    without a word and every key's old state would be ignored, so the output would silently go
+    wrong. Retired are the names in the solution module's RETIRED_STATE, and those of a stage the
+    job gives (its `GIVEN` module's RETIRED_STATE: a state name the stage still declares -> its
+    earlier ones), looked for only in the operator that declares that name: a candidate's stage
+    may well call its own state by one of them."""
     module = solutions.of(job.SOLUTION, job.PROCESSORS, solution) if hasattr(job, "SOLUTION") else None
     retired = set(getattr(module, "RETIRED_STATE", ())) & state_variables(checkpoint)
+    given = importlib.import_module(job.GIVEN) if hasattr(job, "GIVEN") else None
+    for kept, earlier in getattr(given, "RETIRED_STATE", {}).items():
+        for names in operator_state(checkpoint):
+            if kept in names:
+                retired |= set(earlier) & names
     if retired:
         names = ", ".join(f"'{name}'" for name in sorted(retired))
         raise CheckpointError(

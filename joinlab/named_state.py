@@ -82,40 +82,65 @@ def grouping_key(key: tuple) -> tuple:
     return key[0] if len(key) == 1 and isinstance(key[0], tuple) else key
 
 
-class KeyCache:
-    """The state values of this micro-batch's keys, written through: a key's value is read once
-    per batch even when both handleInputRows and handleExpiredTimer need it. It only ever holds
-    what the processor read or wrote in the same batch (same processing time and watermark), and
-    the processor is initialised afresh for every task, so a retried task reads state again."""
+class KeyState:
+    """A key's state as one named value with a `timer` field, and that one timer: read at most once
+    per micro-batch, written only when it changed. Every state or timer call is a synchronous round
+    trip to the JVM, so a stage keeps a key's whole state in one value and one timer at the earliest
+    moment the key has something to do, not one per event.
 
-    def __init__(self) -> None:
+        self.buffer = KeyState(handle, "pending", Buffer, Buffer(None, [], []))
+        buffer = self.buffer.get(key, timerValues)           # in handleInputRows
+        buffer = self.buffer.get(key, timerValues, expired)  # in handleExpiredTimer: that timer goes
+        self.buffer.put(key, buffer._replace(events=...), due_ms)
+
+    `empty` (its timer None) is what a key without state reads; putting it clears the value. The
+    cache only holds what was read or written at the same processing time and watermark, and the
+    processor is initialised afresh for every task, so a retried task reads state again."""
+
+    def __init__(self, handle, name: str, cls: type[T], empty: T):
+        self.handle, self.cls, self.empty = handle, cls, empty
+        self.state = handle.getValueState(name, ddl(cls))
         self._batch: tuple | None = None
-        self._values: dict = {}
+        self._stored: dict = {}  # grouping key -> its value as stored now
+        self._timers: dict = {}  # grouping key -> its timer registered now (the firing one is going)
 
-    def get(self, key: tuple, timer_values, read):
+    def get(self, key: tuple, timer_values, expired=None) -> T:
+        """The key's value (asking first: a get() of an absent value logs a warning). `expired`:
+        the ExpiredTimerInfo of the timer firing now, which Spark deletes after the call."""
         batch = (timer_values.getCurrentProcessingTimeInMs(), timer_values.getCurrentWatermarkInMs())
         if batch != self._batch:
-            self._batch, self._values = batch, {}
+            self._batch, self._stored, self._timers = batch, {}, {}
         key = grouping_key(key)
-        if key not in self._values:
-            self._values[key] = read()
-        return self._values[key]
+        if key not in self._stored:
+            self._stored[key] = load(self.cls, self.state.get()) if self.state.exists() else self.empty
+            self._timers[key] = self._stored[key].timer
+        if expired is not None and self._timers[key] == expired.getExpiryTimeInMs():
+            self._timers[key] = None  # deleted by Spark, not by us
+        return self._stored[key]._replace(timer=self._timers[key])
 
-    def put(self, key: tuple, value) -> None:
-        self._values[grouping_key(key)] = value
-
-    def peek(self, key: tuple):
-        """The value read or written for `key` in this batch (None: neither)."""
-        return self._values.get(grouping_key(key))
-
-
-def move_timer(handle, registered: int | None, due: int | None) -> int | None:
-    """Keep a key's one timer at `due` (None: no timer): the registered one is deleted when it
-    moves. One timer per key, not one per event: Spark makes two round trips per fired timer,
-    and registering an existing one again logs a warning. Returns the timer now registered."""
-    if due != registered:
-        if registered is not None:
-            handle.deleteTimer(registered)
-        if due is not None:
-            handle.registerTimer(due)
-    return due
+    def put(self, key: tuple, value: T, due_ms: int | None, ahead: bool = False) -> T:
+        """Store the key's value (read with get() in this batch) with its one timer at `due_ms`
+        (None: no timer). A time at or behind the watermark keeps a registered timer that fires in
+        this batch anyway (it sweeps what is due); else `ahead` sets it just past the watermark,
+        for a caller whose timers must lie ahead of it. Returns the value as stored."""
+        key = grouping_key(key)
+        registered, watermark = self._timers[key], self._batch[1]
+        if due_ms is not None and due_ms <= watermark:
+            if registered is not None and registered <= watermark:
+                due_ms = registered
+            elif ahead:
+                due_ms = watermark + 1
+        if due_ms != registered:
+            if registered is not None:
+                self.handle.deleteTimer(registered)
+            if due_ms is not None:
+                self.handle.registerTimer(due_ms)
+            self._timers[key] = due_ms
+        value = value._replace(timer=due_ms)
+        if value != self._stored[key]:
+            if value == self.empty:
+                self.state.clear()
+            else:
+                self.state.update(value)
+            self._stored[key] = value
+        return value

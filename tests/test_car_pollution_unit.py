@@ -192,3 +192,25 @@ def test_state_is_bounded_by_the_fleet_one_entry_per_car_and_zone_however_many_e
                 seqs[("z", z)] += 1
         sizes.append(entries(p, cars, zones))
     assert sizes[0] == sizes[1] == (40, 40)  # each car once in stage 1, and in exactly one zone
+
+
+# --- State round trips per key and batch --------------------------------------------------------------
+
+def _calls(n: int) -> dict:
+    """Each stage's state calls (Spark's per-call one included) while car 1 reports `n` arrivals
+    and zone 7 `n` readings in one batch, then the car moves away in the next: stage 2 writes one
+    entry per car that arrived or left (its state is tall: one entry per car, by design), never
+    one per event."""
+    from tests.state_calls import count
+    p = Pipeline()
+    calls = {"moves": count(p.moves), "zones": count(p.zones)}
+    p.batch([arrival(1, 7, seq) for seq in range(1, n + 1)] + [reading(7, seq, seq) for seq in range(1, n + 1)])
+    p.batch([arrival(1, 8, n + 1)])
+    return calls
+
+
+def test_each_stage_makes_the_same_state_calls_per_key_and_batch_however_many_events_the_key_has():
+    one, many = _calls(1), _calls(30)
+    assert many == one
+    # stage 1, per car and batch: Spark sets the key; the processor asks, reads, writes
+    assert one["moves"] == {"(framework) setImplicitKey": 3, "car.exists": 2, "car.get": 1, "car.update": 2}

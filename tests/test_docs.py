@@ -8,7 +8,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PATTERNS = ["tweet_views", "car_pollution", "lottery", "money_enrichment"]
-DECLARED = re.compile(r"""\bget(?:Value|Map|List)State\(\s*["']([A-Za-z_][A-Za-z0-9_]*)["']""")
+# a state variable's name where the code declares it: handle.getValueState("name", ...) and the
+# like, or the shared helper KeyState(handle, "name", ...)
+DECLARED = re.compile(r"""\b(?:get(?:Value|Map|List)State\(|KeyState\(\s*\w+,)\s*["']([A-Za-z_][A-Za-z0-9_]*)["']""")
 LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
 
 

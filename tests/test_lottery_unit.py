@@ -317,3 +317,28 @@ def test_seen_ids_are_forgotten_once_the_watermark_passes_them_by_the_horizon_an
     resent = p.batch([click("c", 5, 1, 2.0)])  # older than the horizon: behind the watermark, so late
     assert rejections(resent) == {"c": (LATE, "Late click behind the watermark, lotteryId: 1")}
     assert [(w.winning_event_id, w.entrants) for w in winners(out + resent)] == [("c", 1)]  # counted once
+
+
+# --- State round trips per key and batch --------------------------------------------------------------
+
+def _calls(clicks: int) -> dict:
+    """Each stage's state and timer calls (Spark's per-call ones included) while one user buys
+    `clicks` coupons and clicks one lottery that many times in one batch, then the watermark
+    passes them all and their window is drawn."""
+    from tests.state_calls import count
+    p = Pipeline()
+    calls = {stage: count(getattr(p, stage)) for stage in ("gate", "coupons", "draw")}
+    p.batch([start("s", 1, 0.0), buy("b", 5, clicks, 0.5)] + [click(f"c{i}", 5, 1, 1.0 + i / 100) for i in range(clicks)])
+    p.batch([start("clock", 2, 100.0)])
+    assert [w.entrants for w in winners(p.batch([]))] == [clicks]
+    return calls
+
+
+def test_each_stage_makes_the_same_state_calls_per_key_and_batch_however_many_events_the_key_has():
+    one, many = _calls(1), _calls(30)
+    for stage in ("gate", "coupons", "draw"):
+        assert many[stage] == one[stage], stage
+    # the draw: its key's entries read once, written once, one timer; then read, cleared as it fires
+    assert one["draw"] == {"(framework) setImplicitKey": 2, "entries.exists": 2, "entries.get": 1,
+                           "entries.update": 1, "entries.clear": 1, "registerTimer": 1,
+                           "(framework) deleteTimer": 1}

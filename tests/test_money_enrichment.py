@@ -187,8 +187,8 @@ def test_a_lookup_that_times_out_is_dead_lettered_without_blocking_the_stream(sp
 def test_a_users_snapshot_bootstraps_state_and_joinlab_state_prints_it(spark, bootstrap, tmp_path, monkeypatch,
                                                                         capsys):
     """MONEY_USERS_SNAPSHOT: users known before the stream has any user update (initial state of
-    the user stage). `joinlab state` then prints sessions, users and waiting transactions from
-    the checkpoint through Spark's state data source."""
+    the user stage). `joinlab state` then prints sessions with their waiting transactions, and
+    users, from the checkpoint through Spark's state data source."""
     setup_topics(bootstrap)
     snapshot = tmp_path / "users.jsonl"
     snapshot.write_bytes(b"\n".join(r.value for r in [user(1, 4, 0, name="Snap", segment="legacy"),
@@ -204,7 +204,7 @@ def test_a_users_snapshot_bootstraps_state_and_joinlab_state_prints_it(spark, bo
 
     assert cli.main(["state", "money-enrichment", "--checkpoint", str(tmp_path / "cp")]) == 0
     printed = capsys.readouterr().out
-    for var in ("session", "waiting", "seen", "users", "pending", "decided", "firsts"):
+    for var in ("joining", "users", "txs"):
         assert f", {var} (" in printed, f"state variable {var} missing from:\n{printed}"
     assert "waits" in printed and "Snap" in printed and "Shot" in printed
 

@@ -5,6 +5,7 @@ order), and the lookup step answers from the sessions the test knows."""
 import json
 import random
 from datetime import datetime, timedelta, timezone
+from types import SimpleNamespace
 
 import pytest
 from pyspark.sql import Row
@@ -14,9 +15,11 @@ from jobs.money_enrichment.job import InMemory as MoneyEnrichment
 from jobs.money_enrichment.job import ENRICHED_TOPIC, SESSIONS_TOPIC, TRANSACTIONS_TOPIC, USERS_TOPIC
 from jobs.money_enrichment.rules import LOOKUP, STREAM, Settings, settings
 from jobs.money_enrichment.given import (DEAD, ENRICHED, EVENT_COLUMNS, SESSION, SESSION_START, TX, USER,
-                                          USER_UPDATE)
+                                          USER_UPDATE, UserTxs)
+from jobs.money_enrichment.solution import Joining
 from joinlab.events import micros, moment
 from joinlab.generate import Disorder, Record, arrive_first, iso
+from joinlab.named_state import load
 from references import money_enrichment as reference
 from tests.conftest import random_batches
 
@@ -70,16 +73,30 @@ def session_of(session_id, user, s, country="PL", device="ios") -> dict:
             "event_time": iso(T0 + timedelta(seconds=s))}
 
 
+def joining(p, session_id) -> Joining:
+    """Stage 1's state of a session (empty when it holds none)."""
+    return load(Joining, p.join.peekValueState("joining", (SESSION, session_id))) or Joining(None, None, [], [])
+
+
+def user_txs(p, user) -> UserTxs:
+    """Stage 2's transactions of a user (empty when it holds none)."""
+    return load(UserTxs, p.enrich.peekValueState("txs", (USER, str(user)))) or UserTxs(None, [], [], [], None)
+
+
+def ids(txs) -> list[str]:
+    return [t.tx_id for t in txs]
+
+
 # --- Sessions: waiting, expiry, lookups ------------------------------------------------------------
 
 def test_a_transaction_before_its_session_waits_in_state_and_joins_when_the_session_comes():
     p = Pipeline()
     assert p.batch([tx("t1", 1, "s1", 5)]) == []
-    assert list(p.join.peekMapState("waiting", (SESSION, "s1"))) == [("t1",)]
+    assert ids(joining(p, "s1").waiting) == ["t1"]
     p.batch([start("s1", 1, 4, country="DE")], watermark=ms(1))
     out = p.batch([], watermark=ms(6))
     assert [(r["tx_id"], r["session_country"], r["enriched_by"]) for r in out] == [("t1", "DE", STREAM)]
-    assert p.join.peekMapState("waiting", (SESSION, "s1")) == {}
+    assert joining(p, "s1").waiting == []
 
 
 def test_a_transaction_whose_session_never_comes_leaves_state_after_the_wait_limit_and_is_looked_up():
@@ -89,16 +106,16 @@ def test_a_transaction_whose_session_never_comes_leaves_state_after_the_wait_lim
     out = p.batch([], watermark=ms(35))
     assert [(r["tx_id"], r["session_country"], r["enriched_by"]) for r in out] == [("t1", "FR", LOOKUP)]
     assert p.lookups == ["s9"]
-    assert p.join.peekMapState("waiting", (SESSION, "s9")) == {}
+    assert joining(p, "s9").waiting == []
 
 
 def test_session_state_expires_with_the_watermark_and_a_later_transaction_is_looked_up():
     p = Pipeline(sessions={"s1": session_of("s1", 1, 0, country="DE")})
     p.batch([start("s1", 1, 0, country="DE")], watermark=ms(0) - 1)
     p.batch([], watermark=ms(119))
-    assert p.join.peekValueState("session", (SESSION, "s1")) is not None
+    assert joining(p, "s1").session is not None
     p.batch([], watermark=ms(120))  # start + 2 minutes
-    assert p.join.peekValueState("session", (SESSION, "s1")) is None
+    assert joining(p, "s1").session is None
     out = p.batch([tx("t1", 1, "s1", 100)], watermark=ms(200))  # 100 s + 30 s wait limit is behind 200 s
     assert [(r["tx_id"], r["session_country"], r["enriched_by"]) for r in out] == [("t1", "DE", LOOKUP)]
 
@@ -116,11 +133,11 @@ def test_duplicates_within_the_horizon_are_dropped_and_the_ids_leave_state_after
     p.batch([start("s1", 1, 0), tx("t1", 1, "s1", 1), tx("t1", 1, "s1", 1)], watermark=ms(0) - 1)
     p.batch([tx("t1", 1, "s1", 1)], watermark=ms(300))  # a re-send, 5 minutes later: within 10 minutes
     assert sum(r["tx_id"] == "t1" for r in p.batch([], watermark=ms(400))) == 0
-    assert list(p.join.peekMapState("seen", (SESSION, "s1"))) == [("t1",)]
+    assert ids(joining(p, "s1").seen) == ["t1"]
     p.batch([], watermark=ms(659))  # 1 s + 10 minutes passed, but clean-up runs on whole minutes
-    assert list(p.join.peekMapState("seen", (SESSION, "s1"))) == [("t1",)]
+    assert ids(joining(p, "s1").seen) == ["t1"]
     p.batch([], watermark=ms(660))
-    assert p.join.peekMapState("seen", (SESSION, "s1")) == {}
+    assert joining(p, "s1").seen == []
 
 
 def test_a_different_transaction_under_a_seen_tx_id_is_a_dead_letter_not_a_silent_drop():
@@ -138,7 +155,7 @@ def test_two_transactions_of_one_user_in_the_same_millisecond_are_both_kept():
     p = Pipeline()
     p.batch([start("s1", 1, 0), tx("a", 1, "s1", 5, kind="payment"), tx("b", 1, "s1", 5, kind="payment")],
             watermark=ms(0) - 1)
-    assert len(p.enrich.peekMapState("pending", (USER, "1"))) == 2
+    assert len(user_txs(p, 1).pending) == 2
     got = enriched(p.batch([], watermark=ms(5)))
     assert set(got) == {"a", "b"}
     assert (got["a"]["first_of_type"], got["b"]["first_of_type"]) == (True, False)  # a tie: the smaller tx_id
@@ -293,12 +310,12 @@ def test_every_stage_s_state_leaves_as_the_watermark_passes_and_only_the_newest_
     p.batch([], watermark=ms(700))  # every clean-up due: 3 s + 10 min, on a whole minute
     p.batch([], watermark=ms(720))
     for var in ("waiting", "seen"):
-        assert p.join.peekMapState(var, (SESSION, "s1")) == {} and p.join.peekMapState(var, (SESSION, "gone")) == {}
-    assert p.join.peekValueState("session", (SESSION, "s1")) is None
+        assert getattr(joining(p, "s1"), var) == [] and getattr(joining(p, "gone"), var) == []
+    assert joining(p, "s1").session is None
     for var in ("pending", "decided"):
-        assert p.enrich.peekMapState(var, (USER, "1")) == {}
+        assert getattr(user_txs(p, 1), var) == []
     assert list(p.enrich.peekMapState("users", (USER, "1"))) == [(3,)]
-    assert list(p.enrich.peekMapState("firsts", (USER, "1"))) == [("payment",)]
+    assert [t.type for t in user_txs(p, 1).firsts] == ["payment"]
     got = enriched(p.batch([tx("t2", 1, "s2", 800), start("s2", 1, 799)]) + p.batch([], watermark=ms(800)))
     assert (got["t2"]["user_version"], got["t2"]["user_segment"]) == (3, "s3")  # the newest old version serves
 
@@ -315,3 +332,51 @@ def test_the_notes_count_a_replayed_record_as_a_duplicate_and_a_changed_one_as_a
     records = [out("a"), out("b"), looked_up, replayed, corrected, looked_up]
     assert reference.notes(records) == ["3 transactions: 2 enriched from state, 1 by lookup; "
                                         "1 corrections, 2 re-emitted duplicates (same key, same content)"]
+
+
+# --- State layout ------------------------------------------------------------------------------------------
+
+def _checkpoint(path, *operators: list[str]):
+    """A checkpoint whose transformWithState operators declare the state names `operators`."""
+    for op, names in enumerate(operators):
+        meta = path / "state" / str(op) / "_metadata" / "v2"
+        meta.mkdir(parents=True)
+        props = json.dumps({"stateVariables": [{"stateName": n, "stateVariableType": "ValueState"} for n in names]})
+        (meta / "3").write_text("v2\n" + json.dumps({"operatorPropertiesJson": props}) + "\n")
+    return str(path)
+
+
+def test_a_checkpoint_of_an_earlier_state_layout_of_either_stage_is_refused_and_a_candidate_s_names_are_not(tmp_path):
+    import jobs.money_enrichment.job as money
+    from joinlab.job import CheckpointError, check_state_layout
+    check_state_layout(money, _checkpoint(tmp_path / "now", ["joining"], ["users", "txs"]))
+    candidate = SimpleNamespace(SessionJoin=object)  # a candidate's module: its own state names
+    check_state_layout(money, _checkpoint(tmp_path / "theirs", ["pending", "seen"], ["users", "txs"]), candidate)
+    with pytest.raises(CheckpointError, match=r"'seen', 'session', 'waiting'.*--reset"):
+        check_state_layout(money, _checkpoint(tmp_path / "old", ["session", "waiting", "seen"], ["users", "txs"]))
+    with pytest.raises(CheckpointError, match=r"'decided', 'firsts', 'pending'.*--reset"):
+        check_state_layout(money, _checkpoint(tmp_path / "old-given", ["pending"], ["users", "pending", "decided",
+                                                                                   "firsts"]), candidate)
+
+
+# --- State round trips per key and batch --------------------------------------------------------------
+
+def _calls(n: int) -> dict:
+    """Each stage's state and timer calls (Spark's per-call ones included) while one user has `n`
+    transactions in a session that came first and `n` waiting for one that comes a batch later,
+    all decided, then every piece of state leaves."""
+    from tests.state_calls import count
+    p = Pipeline()
+    calls = {"join": count(p.join), "enrich": count(p.enrich)}
+    out = p.batch([update(1, 1, 0), start("s1", 1, 0)] + [tx(f"a{i}", 1, "s1", 1 + i / 100) for i in range(n)] +
+                  [tx(f"b{i}", 1, "s2", 2 + i / 100) for i in range(n)], watermark=ms(0) - 1)
+    out += p.batch([start("s2", 1, 1)], watermark=ms(1))
+    out += p.batch([], watermark=ms(5))
+    p.batch([], watermark=ms(720))
+    assert len(enriched(out)) == 2 * n
+    return calls
+
+
+def test_each_stage_makes_the_same_state_calls_per_key_and_batch_however_many_events_the_key_has():
+    one, many = _calls(1), _calls(30)
+    assert many == one

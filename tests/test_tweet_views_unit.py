@@ -8,6 +8,7 @@ from pyspark.sql.streaming.tws_tester import TwsTester
 from jobs.tweet_views.job import retention
 from jobs.tweet_views.solution import Author, Tweet, TweetViewsProcessor, User
 from joinlab.named_state import ddl
+from tests.state_calls import count
 
 T = datetime(2026, 1, 1, tzinfo=timezone.utc)
 RETENTION = retention()
@@ -68,28 +69,14 @@ def test_the_last_view_does_not_depend_on_the_order_within_a_batch():
         assert views(out) == [(10, 3, 2, "v3", "b")]
 
 
-class Counting:
-    """A state variable that counts the calls made to it."""
-
-    def __init__(self, state):
-        self.state, self.calls = state, []
-
-    def __getattr__(self, name):
-        def call(*args):
-            self.calls.append(name)
-            return getattr(self.state, name)(*args)
-        return call
-
-
 def test_a_batch_reads_the_authors_state_once_and_writes_it_once_however_many_events_it_holds():
-    processor = TweetViewsProcessor(RETENTION)
-    tester = TwsTester(processor)
-    processor.author = Counting(processor.author)
+    tester = TwsTester(TweetViewsProcessor(RETENTION))
+    calls = count(tester)
     tester.test(1, [user(1)] + [tweet(t) for t in range(50)] + [tweet(t, version=2) for t in range(50)])
-    assert processor.author.calls == ["get", "update"]
-    processor.author.calls.clear()
+    assert calls == {"(framework) setImplicitKey": 1, "author.get": 1, "author.update": 1}
+    calls.clear()
     assert tester.test(1, [user(1), tweet(3)]) == []  # nothing new: read, no write
-    assert processor.author.calls == ["get"]
+    assert calls == {"(framework) setImplicitKey": 1, "author.get": 1}
 
 
 def test_the_state_ddl_is_derived_from_the_named_tuples():

@@ -13,7 +13,6 @@ must never be behind the watermark (the original event time is kept in t_us).
 """
 from __future__ import annotations
 
-from datetime import datetime, timezone
 from typing import Iterator, NamedTuple
 
 from pyspark.sql import Row
@@ -21,7 +20,8 @@ from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
 from jobs.lottery.rules import WINDOW_US, draw, message, window_start
 from joinlab.events import timer_ms
-from joinlab.named_state import KeyCache, ddl, grouping_key, load, move_timer
+from joinlab.flow import Flow, entity_key  # noqa: F401 (entity_key: for the solution and exercise modules)
+from joinlab.named_state import KeyState
 
 EVENT, ENTRY, REJECTION, WINNER = "event", "entry", "rejection", "winner"
 LOTTERY, USER, PASS = "lottery", "user", "pass"
@@ -31,19 +31,7 @@ EVENT_COLUMNS = ["entity", "entity_id", "event_id", "type", "t_us", "lottery_id"
 FLOW = ("entity string, entity_id bigint, kind string, out_time timestamp, event_id string, type string, "
         "t_us bigint, lottery_id bigint, user_id bigint, amount bigint, rule string, message string, "
         "window_start_us bigint, winner_user_id bigint, winning_event_id string, entrants bigint, seed bigint")
-_FIELDS = [part.split()[0] for part in FLOW.split(", ")]
-
-
-def entity_key(key: tuple) -> tuple[str, int]:
-    """(entity, entity_id) from the grouping key; pyspark's TwsTester hands a tuple key as (key,)."""
-    return grouping_key(key)
-
-
-def flow(kind: str, entity: str, entity_id: int | None, watermark_ms: int, **fields) -> Row:
-    values = dict.fromkeys(_FIELDS)
-    values.update(entity=entity, entity_id=entity_id, kind=kind,
-                  out_time=datetime.fromtimestamp((max(watermark_ms, 0) + 1) / 1000, timezone.utc), **fields)
-    return Row(**values)
+flow = Flow(FLOW)  # flow(kind, entity, entity_id, watermark_ms, **fields) -> Row
 
 
 def reject(event: dict, rule: str, watermark_ms: int) -> Row:
@@ -78,36 +66,24 @@ class Draw(StatefulProcessor):
         self.seed = seed
 
     def init(self, handle: StatefulProcessorHandle) -> None:
-        self.handle = handle
-        self.entries = handle.getValueState("entries", ddl(Entries))
-        self.cache = KeyCache()
-
-    def _read(self, key, timer_values) -> Entries:
-        return self.cache.get(key, timer_values,
-                              lambda: load(Entries, self.entries.get()) if self.entries.exists() else Entries(None, []))
+        self.entries = KeyState(handle, "entries", Entries, Entries(None, []))
 
     def _store(self, key, value: Entries) -> None:
+        """The key's entries, its one timer at the earliest open window's end."""
         due = min((timer_ms(e.window_start_us + WINDOW_US) for e in value.entries), default=None)
-        value = value._replace(timer=move_timer(self.handle, value.timer, due))
-        if value.entries:
-            self.entries.update(value)
-        elif self.cache.peek(key).entries:
-            self.entries.clear()
-        self.cache.put(key, value)
+        self.entries.put(key, value, due)
 
     def handleInputRows(self, key, rows, timerValues) -> Iterator[Row]:
         if entity_key(key)[0] == PASS:
             yield from rows
             return
-        value = self._read(key, timerValues)
+        value = self.entries.get(key, timerValues)
         added = [Entry(window_start(r.t_us), r.event_id, r.user_id, r.t_us) for r in rows]
         self._store(key, value._replace(entries=value.entries + added))
 
     def handleExpiredTimer(self, key, timerValues, expiredTimerInfo) -> Iterator[Row]:
         watermark, lottery_id = timerValues.getCurrentWatermarkInMs(), entity_key(key)[1]
-        value = self._read(key, timerValues)
-        if value.timer == expiredTimerInfo.getExpiryTimeInMs():
-            value = value._replace(timer=None)  # the timer firing now: Spark deletes it after this call
+        value = self.entries.get(key, timerValues, expiredTimerInfo)
         windows: dict[int, list] = {}
         for e in value.entries:
             if e.window_start_us + WINDOW_US <= watermark * 1000:

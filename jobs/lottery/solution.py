@@ -1,5 +1,5 @@
-"""The lottery, the solution's first two stages (contract and the given Draw: lottery_stages.py;
-the wiring: lottery.py).
+"""The lottery, the solution's first two stages (contract and the given Draw: jobs/lottery/given.py;
+the wiring: jobs/lottery/job.py).
 
   1. LotteryGate, keyed by lottery (purchases: by user): drops duplicate event ids, rejects events
      behind the watermark, and applies the lottery rules (double start, inactive lottery) in
@@ -9,8 +9,9 @@ the wiring: lottery.py).
 Why wait for the watermark instead of applying rules on arrival: then no decision depends on the
 order the two topics were read, on partitions or on micro-batch boundaries; only on event times.
 
-State per key is read once and written once per micro-batch, with one timer at a time: every
-state or timer call is a round trip to the JVM (jobs/lottery/README.md, "State").
+A key's buffer is one value, read once and written at most once per micro-batch, with one timer
+at a time (joinlab.named_state.KeyState): every state or timer call is a round trip to the JVM
+(jobs/lottery/README.md, "State").
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from jobs.lottery.rules import (ALREADY_STARTED, BOUGHT, DEDUP_HORIZON_US, INACT
                                 STARTED, order_key)
 from jobs.lottery.given import ENTRY, EVENT, LOTTERY, PASS, USER, entity_key, flow, reject
 from joinlab.events import timer_ms
-from joinlab.named_state import KeyCache, ddl, load, move_timer
+from joinlab.named_state import KeyState, ddl
 
 SEEN_BUCKET_US = 60_000_000  # seen ids are stored per minute of event time: one state entry per key and minute
 
@@ -82,25 +83,15 @@ class _EventTimeBuffer(StatefulProcessor):
     value per key, read and written once per batch; one timer per key, at the earliest event."""
 
     def init(self, handle: StatefulProcessorHandle) -> None:
-        self.handle = handle
-        self.pending = handle.getValueState("pending", ddl(Buffer))
-        self.buffers = KeyCache()  # this batch's buffers, written through: a key is read once per batch
+        self.pending = KeyState(handle, "pending", Buffer, EMPTY)
 
-    def buffer(self, key, timer_values) -> Buffer:
-        """The key's buffer (asking first: a get() of an absent value logs a warning)."""
-        return self.buffers.get(key, timer_values,
-                                lambda: load(Buffer, self.pending.get()) if self.pending.exists() else EMPTY)
+    def buffer(self, key, timer_values, expired=None) -> Buffer:
+        return self.pending.get(key, timer_values, expired)
 
     def store(self, key, buffer: Buffer) -> None:
-        """Write the key's buffer (read with buffer() in this batch) and keep exactly one timer,
-        at the earliest time the key has something to do."""
-        before = self.buffers.peek(key)
-        buffer = buffer._replace(timer=move_timer(self.handle, buffer.timer, self.next_due(buffer)))
-        if buffer.events or buffer.seen_minutes:
-            self.pending.update(buffer)
-        elif before != EMPTY:
-            self.pending.clear()
-        self.buffers.put(key, buffer)
+        """Write the key's buffer (read with buffer() in this batch), its one timer at the
+        earliest time the key has something to do."""
+        self.pending.put(key, buffer, self.next_due(buffer))
 
     def next_due(self, buffer: Buffer) -> int | None:
         """The watermark at which the key has something to do: its earliest held event."""
@@ -111,9 +102,7 @@ class _EventTimeBuffer(StatefulProcessor):
 
     def handleExpiredTimer(self, key, timerValues, expiredTimerInfo) -> Iterator[Row]:
         watermark = timerValues.getCurrentWatermarkInMs()
-        buffer = self.buffer(key, timerValues)
-        if buffer.timer == expiredTimerInfo.getExpiryTimeInMs():
-            buffer = buffer._replace(timer=None)  # the timer firing now: Spark deletes it after this call
+        buffer = self.buffer(key, timerValues, expiredTimerInfo)
         ready = sorted((e for e in buffer.events if e.t_us <= watermark * 1000),
                        key=lambda e: order_key(e.t_us, e.type, e.event_id))
         buffer = self.expire(buffer._replace(events=[e for e in buffer.events if e.t_us > watermark * 1000]),

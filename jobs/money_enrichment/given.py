@@ -17,15 +17,15 @@ users through stage 1, dead letters through stage 2. Emitted rows carry out_time
 """
 from __future__ import annotations
 
-from datetime import datetime, timezone
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 from pyspark.sql import Row
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
 from jobs.money_enrichment.rules import Settings, tx_order, user_as_of, user_version_key
 from joinlab.events import timer_ms
-from joinlab.named_state import grouping_key
+from joinlab.flow import Flow, entity_key
+from joinlab.named_state import KeyState
 
 SESSION, USER, PASS = "session", "user", "pass"        # entities: what a row is keyed by
 TX, USER_UPDATE, SESSION_START = "tx", "user", "session"  # input kinds
@@ -43,29 +43,11 @@ FLOW = ("entity string, entity_key string, kind string, out_time timestamp, tx_i
         "session_country string, session_device string, session_start_us bigint, user_name string, "
         "user_country string, user_segment string, user_version bigint, first_of_type boolean, "
         "enriched_by string, reason string, source_topic string")
-_FIELDS = [part.split()[0] for part in FLOW.split(", ")]
-_TYPES = {part.split()[0]: part.split()[1] for part in FLOW.split(", ")}
+flow = Flow(FLOW)  # flow(kind, entity, entity_key, watermark_ms, **fields) -> Row
+schema_of = flow.schema_of  # the DDL of FLOW's columns `names`, in that order
 
 
-def schema_of(names: list[str]) -> str:
-    """The DDL of FLOW's columns `names`, in that order (a state value holding those fields)."""
-    return ", ".join(f"{name} {_TYPES[name]}" for name in names)
-
-
-DECIDED_SCHEMA = schema_of(TX_FIELDS[1:] + SESSION_FIELDS + USER_FIELDS + ["first_of_type", "enriched_by"])
 USER_SCHEMA = "t_us bigint, name string, country string, segment string"  # keyed by version
-
-
-def entity_key(key: tuple) -> tuple[str, str]:
-    """(entity, entity_key) from the grouping key; pyspark's TwsTester hands a tuple key as (key,)."""
-    return grouping_key(key)
-
-
-def flow(kind: str, entity: str, entity_key_: str, watermark_ms: int, **fields) -> Row:
-    values = dict.fromkeys(_FIELDS)
-    values.update(entity=entity, entity_key=entity_key_, kind=kind,
-                  out_time=datetime.fromtimestamp((max(watermark_ms, 0) + 1) / 1000, timezone.utc), **fields)
-    return Row(**values)
 
 
 def pick(row, names: list[str]) -> dict:
@@ -78,78 +60,88 @@ def dead(fields: dict, source: str, reason: str, watermark_ms: int) -> Row:
     return flow(DEAD, PASS, key, watermark_ms, reason=reason, source_topic=source, **fields)
 
 
-CLEANUP_GRID_MS = 60_000  # clean-up timers are rounded up to whole minutes, so a key's ids share them
+CLEANUP_GRID_MS = 60_000  # clean-ups are rounded up to whole minutes, so a key's ids leave together
 
 
-class Timely(StatefulProcessor):
-    """What both stages do with timers, economically: every call to state or timers is a round
-    trip to the JVM, so a key is swept once per batch (not once per expired timer), and a timer
-    that already exists is not registered again."""
+def cleanup_ms(due_ms: int) -> int:
+    """The whole minute at or after `due_ms`: when what is due then leaves state."""
+    return -(-due_ms // CLEANUP_GRID_MS) * CLEANUP_GRID_MS
+
+
+class Tx(NamedTuple):
+    """A transaction as read (TX_FIELDS)."""
+    tx_id: str
+    user_id: int
+    session_id: str
+    amount: float
+    currency: str | None
+    type: str
+    t_us: int
+    src_partition: int | None
+    src_offset: int | None
+
+
+def tx_of(row) -> Tx:
+    return Tx(*(getattr(row, name) for name in TX_FIELDS))
+
+
+class Decided(NamedTuple):
+    """A transaction with its session and user: pending until the watermark passes its time, then
+    decided (and remembered for corrections)."""
+    tx_id: str
+    user_id: int
+    session_id: str
+    amount: float
+    currency: str | None
+    type: str
+    t_us: int
+    src_partition: int | None
+    src_offset: int | None
+    session_country: str | None
+    session_device: str | None
+    session_start_us: int | None
+    user_name: str | None
+    user_country: str | None
+    user_segment: str | None
+    user_version: int | None
+    first_of_type: bool | None
+    enriched_by: str | None
+
+
+def _decided(tx: dict) -> Decided:
+    return Decided(**{name: tx.get(name) for name in Decided._fields})
+
+
+class UserTxs(NamedTuple):
+    """A user's transactions: pending (until the watermark passes their time), decided (for
+    corrections, until their time + the dedup horizon), the first of each money type (for good);
+    when the next superseded user version can leave (`forget`), and the key's one timer."""
+    timer: int | None
+    pending: list[Decided]
+    decided: list[Decided]
+    firsts: list[Decided]
+    forget: int | None
+
+
+# UserEnrich's state of an earlier layout (maps per user), which this one keeps in "txs", found in
+# the operator that declares "users": joinlab.job refuses such a checkpoint and says to run --reset.
+RETIRED_STATE = {"users": ("pending", "decided", "firsts")}
+
+
+class UserEnrich(StatefulProcessor):
+    """Stage 2, keyed by ("user", user_id); dead letters (entity "pass") go through unchanged.
+    A user's transactions are one value, read and written once per micro-batch, with one timer
+    at the earliest moment something is due; the user's versions are a map by version, read once
+    per batch when a decision needs them."""
+
+    USER_SCHEMA = USER_SCHEMA  # a later release may add fields at the end (see SPARK_CONF in the job)
 
     def __init__(self, config: Settings):
         self.config = config
 
     def init(self, handle: StatefulProcessorHandle) -> None:
-        self.handle = handle
-        self._known: tuple = (None, {})  # (watermark, grouping key -> its timers), listed once per key and batch
-        self._swept: tuple = (None, set())  # (watermark, keys swept at it)
-
-    def _timers(self, key, watermark_ms: int) -> set[int]:
-        if self._known[0] != watermark_ms:
-            self._known = (watermark_ms, {})
-        key = grouping_key(key)
-        if key not in self._known[1]:
-            self._known[1][key] = set(self.handle.listTimers())
-        return self._known[1][key]
-
-    def timer(self, key, expiry_ms: int, watermark_ms: int) -> None:
-        """A timer at `expiry_ms`, or just past the watermark when that is already behind it (a
-        timer must lie ahead of the watermark): what is overdue leaves at the next sweep."""
-        expiry_ms = max(expiry_ms, watermark_ms + 1)
-        known = self._timers(key, watermark_ms)
-        if expiry_ms not in known:
-            self.handle.registerTimer(expiry_ms)
-            known.add(expiry_ms)
-
-    def wake(self, key, expiry_ms: int, watermark_ms: int, firing: bool = False) -> None:
-        """Some timer of the key at or before `expiry_ms`: any timer sweeps everything due, and
-        each sweep wakes the key again for what is left, so a key needs one timer, not one per
-        event. While timers fire (`firing`), those at or behind the watermark are going."""
-        floor = watermark_ms if firing else None
-        if not any((floor is None or t > floor) and t <= expiry_ms for t in self._timers(key, watermark_ms)):
-            self.timer(key, expiry_ms, watermark_ms)
-
-    def cleanup_timer(self, key, due_ms: int, watermark_ms: int) -> None:
-        self.timer(key, -(-due_ms // CLEANUP_GRID_MS) * CLEANUP_GRID_MS, watermark_ms)
-
-    def first_sweep(self, key, watermark_ms: int, kind: str = "due") -> bool:
-        """True once per key, watermark and kind of sweep: the first expired timer sweeps whatever
-        is due. Clean-up sweeps (kind "cleanup") run only when a clean-up timer fires."""
-        if self._swept[0] != watermark_ms:
-            self._swept = (watermark_ms, set())
-        if (key, kind) in self._swept[1]:
-            return False
-        self._swept[1].add((key, kind))
-        return True
-
-    def cleanup_due(self, key, watermark_ms: int, expiry_ms: int) -> bool:
-        return expiry_ms % CLEANUP_GRID_MS == 0 and self.first_sweep(key, watermark_ms, "cleanup")
-
-    def close(self) -> None:
-        pass
-
-
-class UserEnrich(Timely):
-    """Stage 2, keyed by ("user", user_id); dead letters (entity "pass") go through unchanged."""
-
-    USER_SCHEMA = USER_SCHEMA  # a later release may add fields at the end (see SPARK_CONF in the job)
-
-    def init(self, handle: StatefulProcessorHandle) -> None:
-        super().init(handle)
         self.users = handle.getMapState("users", "version bigint", self.USER_SCHEMA)
-        self.pending = handle.getMapState("pending", "tx_id string", DECIDED_SCHEMA)  # until the watermark passes
-        self.decided = handle.getMapState("decided", "tx_id string", DECIDED_SCHEMA)  # for corrections (horizon)
-        self.firsts = handle.getMapState("firsts", "type string", DECIDED_SCHEMA + ", tx_id string")
+        self.txs = KeyState(handle, "txs", UserTxs, UserTxs(None, [], [], [], None))
 
     def handleInitialState(self, key, initialState, timerValues) -> None:
         """A snapshot of users (MONEY_USERS_SNAPSHOT): a fresh job knows them before the stream replays."""
@@ -159,34 +151,66 @@ class UserEnrich(Timely):
         watermark = timerValues.getCurrentWatermarkInMs()
         rows = list(rows)
         if entity_key(key)[0] == PASS:
-            yield from rows
-            return
-        self._versions = self._firsts = None  # this key's, read on first use (each read is a round trip)
+            return iter(rows)
+        self._open(self.txs.get(key, timerValues))
+        out = []
         updates = [r for r in rows if r.kind == USER_UPDATE]
         for row in updates:
             self._remember(row)
-        if updates:  # superseded versions leave once they are older than the horizon
-            self.cleanup_timer(key, timer_ms(max(r.t_us for r in updates)) + self.config.dedup_horizon_ms, watermark)
+        if updates:
+            self._user_at(0)  # read the versions: when the next superseded one can leave
         for row in sorted(updates, key=lambda r: r.t_us):
             if row.t_us <= watermark * 1000:  # late: some decided transactions may have used an older version
-                yield from self._correct_users(key, row.t_us, watermark)
+                out += self._correct_users(row.t_us, watermark)
         for row in sorted((r for r in rows if r.kind == TX), key=lambda r: tx_order(r.t_us, r.tx_id)):
             tx = pick(row, TX_FIELDS + SESSION_FIELDS + ["enriched_by"])
             if row.t_us <= watermark * 1000:
-                yield from self._decide(key, tx, watermark)  # late: decide now, correct the first if needed
+                out += self._decide(tx, watermark)  # late: decide now, correct the first if needed
             else:
-                self.pending.updateValue((row.tx_id,), self._values(tx))
-                self.wake(key, timer_ms(row.t_us), watermark)
+                self._pending[row.tx_id] = tx
+        self._store(key)
+        return iter(out)
 
-    def _forget_versions(self, watermark: int) -> None:
-        """Of the versions older than the dedup horizon, only the newest can still be anyone's
-        as-of version: corrections and decisions reach back no further (jobs/money_enrichment/README.md)."""
-        old = [(t, version) for (version,), (t, *_) in self.users.iterator()
-               if timer_ms(t) + self.config.dedup_horizon_ms <= watermark]
-        for t, version in sorted(old, key=lambda v: user_version_key(*v))[:-1]:
-            self.users.removeKey((version,))
-        if len(old) > 1:
-            self._versions = None
+    def handleExpiredTimer(self, key, timerValues, expiredTimerInfo) -> Iterator[Row]:
+        """Whatever is due at this watermark: pending transactions the watermark has passed are
+        decided in order; then decided transactions and superseded versions past the horizon leave
+        (deciding first: a decision may still need a version that is leaving)."""
+        watermark = timerValues.getCurrentWatermarkInMs()
+        self._open(self.txs.get(key, timerValues, expiredTimerInfo))
+        due = sorted((tx for tx in self._pending.values() if tx["t_us"] <= watermark * 1000),
+                     key=lambda t: tx_order(t["t_us"], t["tx_id"]))
+        out = []
+        for tx in due:
+            del self._pending[tx["tx_id"]]
+            out += self._decide(tx, watermark)
+        self._decided = {i: tx for i, tx in self._decided.items() if self._forget_ms(tx) > watermark}
+        if self._forget is not None and self._forget <= watermark:
+            self._forget_versions(watermark)
+        self._store(key)
+        return iter(out)
+
+    # --- The key's state in this handler call ---------------------------------------------------
+
+    def _open(self, value: UserTxs) -> None:
+        self._value, self._versions, self._forget = value, None, value.forget
+        self._pending = {tx.tx_id: tx._asdict() for tx in value.pending}
+        self._decided = {tx.tx_id: tx._asdict() for tx in value.decided}
+        self._firsts = {tx.type: tx._asdict() for tx in value.firsts}
+
+    def _forget_ms(self, tx: dict) -> int:
+        return cleanup_ms(timer_ms(tx["t_us"]) + self.config.dedup_horizon_ms)
+
+    def _store(self, key) -> None:
+        value = UserTxs(self._value.timer, [_decided(tx) for tx in self._pending.values()],
+                        [_decided(tx) for tx in self._decided.values()], [_decided(tx) for tx in self._firsts.values()],
+                        self._forget)
+        due = [*(timer_ms(tx["t_us"]) for tx in self._pending.values()),
+               *(self._forget_ms(tx) for tx in self._decided.values())]
+        if self._forget is not None:
+            due.append(self._forget)
+        self.txs.put(key, value, min(due, default=None), ahead=True)
+
+    # --- Users ----------------------------------------------------------------------------------
 
     def _remember(self, row) -> None:
         self.users.updateValue((row.version,), (row.t_us, row.name, row.country, row.segment))
@@ -197,71 +221,59 @@ class UserEnrich(Timely):
             self._versions = [(t, version, {"user_name": name, "user_country": country, "user_segment": segment,
                                             "user_version": version})
                               for (version,), (t, name, country, segment, *_) in self.users.iterator()]
+            self._forget = self._next_forget()
         return user_as_of(self._versions, t_us) or dict.fromkeys(USER_FIELDS)
 
-    def _first(self, kind: str) -> dict | None:
-        if self._firsts is None:
-            self._firsts = {k: self._tx(values[-1], values[:-1]) for (k,), values in self.firsts.iterator()}
-        return self._firsts.get(kind)
+    def _next_forget(self) -> int | None:
+        """When the oldest version can leave: once the next one is older than the horizon too
+        (then the older can be nobody's as-of version: corrections and decisions reach back no
+        further, jobs/money_enrichment/README.md)."""
+        ordered = sorted(self._versions, key=lambda v: user_version_key(v[0], v[1]))
+        return cleanup_ms(timer_ms(ordered[1][0]) + self.config.dedup_horizon_ms) if len(ordered) > 1 else None
 
-    def _set_first(self, tx: dict) -> None:
-        self.firsts.updateValue((tx["type"],), (*self._values(tx), tx["tx_id"]))
-        self._firsts[tx["type"]] = tx
+    def _forget_versions(self, watermark: int) -> None:
+        """Of the versions older than the dedup horizon, only the newest stays."""
+        self._user_at(0)
+        old = sorted(((t, version) for t, version, _ in self._versions
+                      if cleanup_ms(timer_ms(t) + self.config.dedup_horizon_ms) <= watermark),
+                     key=lambda v: user_version_key(*v))
+        for t, version in old[:-1]:
+            self.users.removeKey((version,))
+        if len(old) > 1:
+            self._versions = None
+            self._user_at(0)
 
-    @staticmethod
-    def _values(tx: dict) -> tuple:
-        return tuple(tx.get(name) for name in DECIDED_SCHEMA_NAMES)
+    # --- Decisions ------------------------------------------------------------------------------
 
-    @staticmethod
-    def _tx(tx_id: str, values) -> dict:
-        return dict(zip(["tx_id", *DECIDED_SCHEMA_NAMES], (tx_id, *values)))
-
-    def _emit(self, key, tx: dict, watermark: int) -> Row:
-        self.decided.updateValue((tx["tx_id"],), self._values(tx))
-        self.cleanup_timer(key, timer_ms(tx["t_us"]) + self.config.dedup_horizon_ms, watermark)
+    def _emit(self, tx: dict, watermark: int) -> Row:
+        self._decided[tx["tx_id"]] = tx
         return flow(ENRICHED, USER, str(tx["user_id"]), watermark, **tx)
 
-    def _decide(self, key, tx: dict, watermark: int) -> Iterator[Row]:
+    def _decide(self, tx: dict, watermark: int) -> list[Row]:
         tx = {**tx, **self._user_at(tx["t_us"])}
-        first = self._first(tx["type"])
+        first = self._firsts.get(tx["type"])
         tx["first_of_type"] = first is None or tx_order(tx["t_us"], tx["tx_id"]) <= tx_order(first["t_us"],
                                                                                             first["tx_id"])
+        out = []
         if tx["first_of_type"]:
             if first is not None and first["tx_id"] != tx["tx_id"]:
-                yield self._emit(key, {**first, "first_of_type": False}, watermark)  # it arrived first, but wasn't
-            self._set_first(tx)
-        yield self._emit(key, tx, watermark)
+                out.append(self._emit({**first, "first_of_type": False}, watermark))  # it arrived first, but wasn't
+            self._firsts[tx["type"]] = tx
+        out.append(self._emit(tx, watermark))
+        return out
 
-    def _correct_users(self, key, since_us: int, watermark: int) -> Iterator[Row]:
+    def _correct_users(self, since_us: int, watermark: int) -> list[Row]:
         """Re-emit the decided transactions at or after a late user update whose user changed."""
-        for (tx_id,), values in list(self.decided.iterator()):
-            tx = self._tx(tx_id, values)
+        out = []
+        for tx in list(self._decided.values()):
             if tx["t_us"] >= since_us:
                 user = self._user_at(tx["t_us"])
                 if any(tx[name] != user[name] for name in USER_FIELDS):
-                    yield self._emit(key, {**tx, **user}, watermark)
-                    first = self._first(tx["type"])
-                    if first is not None and first["tx_id"] == tx_id:
-                        self._set_first({**tx, **user})
+                    out.append(self._emit({**tx, **user}, watermark))
+                    first = self._firsts.get(tx["type"])
+                    if first is not None and first["tx_id"] == tx["tx_id"]:
+                        self._firsts[tx["type"]] = {**tx, **user}
+        return out
 
-    def handleExpiredTimer(self, key, timerValues, expiredTimerInfo) -> Iterator[Row]:
-        watermark = timerValues.getCurrentWatermarkInMs()
-        if self.cleanup_due(key, watermark, expiredTimerInfo.getExpiryTimeInMs()):
-            for (tx_id,), values in list(self.decided.iterator()):
-                if timer_ms(values[DECIDED_SCHEMA_NAMES.index("t_us")]) + self.config.dedup_horizon_ms <= watermark:
-                    self.decided.removeKey((tx_id,))
-            self._forget_versions(watermark)
-        if not self.first_sweep(key, watermark):
-            return
-        self._versions = self._firsts = None
-        held = [self._tx(tx_id, values) for (tx_id,), values in self.pending.iterator()]
-        due = [tx for tx in held if tx["t_us"] <= watermark * 1000]
-        later = [tx["t_us"] for tx in held if tx["t_us"] > watermark * 1000]
-        if later:
-            self.wake(key, timer_ms(min(later)), watermark, firing=True)
-        for tx in sorted(due, key=lambda t: tx_order(t["t_us"], t["tx_id"])):
-            self.pending.removeKey((tx["tx_id"],))
-            yield from self._decide(key, tx, watermark)
-
-
-DECIDED_SCHEMA_NAMES = [part.split()[0] for part in DECIDED_SCHEMA.split(", ")]
+    def close(self) -> None:
+        pass

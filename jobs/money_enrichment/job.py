@@ -32,6 +32,7 @@ ENRICHED_TOPIC, DEAD_LETTERS_TOPIC = "money-enriched", "money-dlq"
 INPUT_TOPICS = [TRANSACTIONS_TOPIC, SESSIONS_TOPIC, USERS_TOPIC]
 OUTPUT_TOPICS = [ENRICHED_TOPIC, DEAD_LETTERS_TOPIC]
 SOLUTION, PROCESSORS = "jobs.money_enrichment.solution", ("SessionJoin",)
+GIVEN = "jobs.money_enrichment.given"  # UserEnrich: its retired state names (joinlab.job.check_state_layout)
 # Avro-encoded state: a field added to a stored value (the user) is read as NULL from old entries
 # on restart; Spark's default encoding refuses the changed schema (jobs/money_enrichment/README.md).
 # Fixed when a checkpoint is created; joinlab.job.start applies it.

@@ -1,0 +1,148 @@
+"""Counting a transformWithState processor's state round trips, through pyspark's TwsTester.
+
+Every state or timer call of a processor is a synchronous request to the JVM, and so are two
+calls the framework makes for us: it sets the grouping key before each handleInputRows and each
+handleExpiredTimer, and deletes each timer after it fired. `count(tester)` re-initialises the
+tester's processor with a handle that counts its calls (the tester's state stays: its handle
+hands out the same state variables again) and counts the framework's two per handler call.
+
+The tests/test_*_unit.py "State round trips" tests use it per key and batch; run as a module it
+prints each pattern's calls per input event and stage, over seeded generated events:
+
+    .venv/bin/python -m tests.state_calls --events 20000 --batch 2000
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import Counter
+
+STATE_METHODS = {"exists", "get", "update", "clear", "getValue", "containsKey", "updateValue", "iterator",
+                 "keys", "values", "removeKey", "put", "appendValue", "appendList"}
+TIMER_METHODS = {"registerTimer", "deleteTimer", "listTimers"}
+FRAMEWORK = "(framework) "
+
+
+class _Counted:
+    """A state variable whose calls are counted under `name.method`."""
+
+    def __init__(self, inner, name: str, counts: Counter):
+        self._inner, self._name, self._counts = inner, name, counts
+
+    def __getattr__(self, attr):
+        value = getattr(self._inner, attr)
+        if attr not in STATE_METHODS:
+            return value
+
+        def call(*args, **kwargs):
+            self._counts[f"{self._name}.{attr}"] += 1
+            return value(*args, **kwargs)
+        return call
+
+
+class _CountingHandle:
+    def __init__(self, inner, counts: Counter):
+        self._inner, self._counts = inner, counts
+
+    def __getattr__(self, attr):
+        value = getattr(self._inner, attr)
+        if attr in ("getValueState", "getMapState", "getListState"):
+            return lambda name, *args, **kwargs: _Counted(value(name, *args, **kwargs), name, self._counts)
+        if attr in TIMER_METHODS:
+            def call(*args, **kwargs):
+                self._counts[attr] += 1
+                return value(*args, **kwargs)
+            return call
+        return value
+
+
+def count(tester, counts: Counter | None = None) -> Counter:
+    """Count the state and timer calls of `tester`'s processor from now on, with the framework's:
+    setImplicitKey per handleInputRows / handleExpiredTimer call, deleteTimer per fired timer."""
+    counts = Counter() if counts is None else counts
+    processor = tester.processor
+    rows, timer = processor.handleInputRows, processor.handleExpiredTimer
+
+    def handle_rows(key, input_rows, timer_values):
+        counts[FRAMEWORK + "setImplicitKey"] += 1
+        return rows(key, input_rows, timer_values)
+
+    def handle_timer(key, timer_values, info):
+        counts[FRAMEWORK + "setImplicitKey"] += 1
+        counts[FRAMEWORK + "deleteTimer"] += 1
+        return timer(key, timer_values, info)
+
+    processor.init(_CountingHandle(tester.handle, counts))
+    processor.handleInputRows, processor.handleExpiredTimer = handle_rows, handle_timer
+    return counts
+
+
+def total(counts: Counter, framework: bool = True) -> int:
+    return sum(v for k, v in counts.items() if framework or not k.startswith(FRAMEWORK))
+
+
+# --- Calls per event of each pattern's stages, over generated events -------------------------------
+
+def _stages(pipeline, names: list[str]) -> dict[str, Counter]:
+    return {name: count(getattr(pipeline, name)) for name in names}
+
+
+def car_pollution(events: int, batch: int, seed: int):
+    from generators.car_pollution import generate
+    from jobs.car_pollution.job import InMemory
+    pipeline = InMemory()
+    counters = _stages(pipeline, ["moves", "zones"])
+    rows = pipeline.rows(generate(seed, events))
+    pipeline.run([rows[i:i + batch] for i in range(0, len(rows), batch)])
+    return len(rows), counters
+
+
+def lottery(events: int, batch: int, seed: int):
+    from generators.lottery import generate
+    from jobs.lottery.job import InMemory
+    pipeline = InMemory(seed=seed, delay_ms=10_000)
+    counters = _stages(pipeline, ["gate", "coupons", "draw"])
+    rows = pipeline.rows(generate(seed, events))
+    pipeline.run([rows[i:i + batch] for i in range(0, len(rows), batch)])
+    return len(rows), counters
+
+
+def money_enrichment(events: int, batch: int, seed: int):
+    from generators.money_enrichment import generate
+    from jobs.money_enrichment.job import SESSIONS_TOPIC, InMemory
+    from jobs.money_enrichment.rules import settings
+    from references import money_enrichment as reference
+    records = generate(seed, events)
+    sessions = {s["session_id"]: s for s in reference._first_read(records, SESSIONS_TOPIC, "session_id").values()}
+    pipeline = InMemory(config=settings(), sessions=sessions)
+    counters = _stages(pipeline, ["join", "enrich"])
+    rows = pipeline.rows(records)
+    pipeline.run([rows[i:i + batch] for i in range(0, len(rows), batch)])
+    return len(rows), counters
+
+
+PATTERNS = {"car-pollution": car_pollution, "lottery": lottery, "money-enrichment": money_enrichment}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description="State round trips per input event of each stage.")
+    parser.add_argument("--events", type=int, default=20000)
+    parser.add_argument("--batch", type=int, default=2000, help="events per micro-batch (default 2000)")
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--pattern", choices=list(PATTERNS), action="append")
+    parser.add_argument("--detail", action="store_true", help="per call name too")
+    args = parser.parse_args(argv)
+    for pattern in args.pattern or list(PATTERNS):
+        n, counters = PATTERNS[pattern](args.events, args.batch, args.seed)
+        calls = sum(total(c) for c in counters.values())
+        print(f"{pattern}: {n} input events, batches of {args.batch}: {calls / n:.2f} round trips per event")
+        for stage, counts in counters.items():
+            print(f"  {stage:10} {total(counts) / n:6.2f} per event ({total(counts, False) / n:.2f} by the processor)")
+            if args.detail:
+                for name, value in counts.most_common():
+                    print(f"      {name:34} {value / n:6.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
