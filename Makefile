@@ -51,10 +51,10 @@ check: install check-java ## The pure tests and one live pattern, in under 3 min
 SOAK_MINUTES ?= 10
 SOAK_RATE ?= 20
 soak: install check-java ## Every pattern at SOAK_RATE events/s for SOAK_MINUTES (default 10): state, memory, lag, verified
-	$(PY) -m joinlab.soak --minutes $(SOAK_MINUTES) --rate $(SOAK_RATE) $(ARGS)
+	$(PY) -m perf.soak --minutes $(SOAK_MINUTES) --rate $(SOAK_RATE) $(ARGS)
 
 bench: install check-java ## Per pattern: tiny batch, steady rate, ceiling; tweet views' latency (studies: perf/)
-	$(LAB) bench $(ARGS)
+	$(PY) -m perf.bench $(ARGS)
 
 interview: install ## Prepare a candidate workspace for PATTERN in workspace/PATTERN (no solution in it) and say what next
 	$(LAB) interview pack $(PATTERN) $(ARGS)

@@ -1,4 +1,4 @@
-"""`joinlab`: the lab's command line (broker, topics, generate, run, verify, state, demo, bench, lab,
+"""`joinlab`: the lab's command line (broker, topics, generate, run, verify, state, demo, lab,
 interview)."""
 from __future__ import annotations
 
@@ -169,9 +169,6 @@ def cmd_compare(args) -> int:
     return patterns.alternatives(args.pattern).main(args.rest)
 
 
-def cmd_bench(args) -> int:
-    from joinlab import bench
-    return bench.main(args.rest)
 
 
 def cmd_lab(args) -> int:
@@ -289,18 +286,12 @@ def parser() -> argparse.ArgumentParser:
 
     from joinlab.interview.cli import add_parser as add_interview
     add_interview(sub)
-
-    n = sub.add_parser("bench", help="print the benchmark table", add_help=False)
-    n.add_argument("rest", nargs=argparse.REMAINDER)
-    n.set_defaults(func=cmd_bench)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    # `bench` and `generate PATTERN` hand every flag (--help too) to their own parsers.
-    if argv[:1] == ["bench"]:
-        return _run(argparse.Namespace(func=cmd_bench, rest=argv[1:]))
+    # `compare PATTERN` and `generate PATTERN` hand every flag (--help too) to their own parsers.
     if argv[:1] == ["compare"] and len(argv) > 1 and argv[1] in patterns.PATTERNS:
         return _run(argparse.Namespace(func=cmd_compare, pattern=argv[1], rest=argv[2:]))
     if argv[:1] == ["generate"] and len(argv) > 2 and argv[1] in patterns.PATTERNS:

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from joinlab import patterns, solutions
-from joinlab.bench.batches import run_job
-from joinlab.bench.table import STEADY_PER_TRIGGER, TINY_PER_TRIGGER
+from perf.bench.batches import run_job
+from perf.bench.table import STEADY_PER_TRIGGER, TINY_PER_TRIGGER
 from joinlab.generate import send
 from joinlab.job import session_conf
 from joinlab.spark import CHECKPOINT_FILES, STATE_STORE_CONF

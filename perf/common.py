@@ -6,7 +6,7 @@ import contextlib
 import shutil
 import uuid
 
-from joinlab.bench.batches import fill, log
+from perf.bench.batches import fill, log
 from joinlab.generate import send
 
 __all__ = ["lab", "log", "send_events"]

@@ -16,7 +16,7 @@ import time
 from dataclasses import replace
 
 from jobs.money_enrichment.job import SESSIONS_TOPIC
-from joinlab.bench.batches import BenchError, Deadline, fill
+from perf.bench.batches import BenchError, Deadline, fill
 from joinlab.generate import send
 from joinlab.topics import end_offsets, partitions_of, plain_consumer
 

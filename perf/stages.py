@@ -22,8 +22,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from joinlab import patterns
-from joinlab.bench.batches import PHASES, BatchStats, run_batches, run_job
-from joinlab.bench.table import STEADY_PER_TRIGGER, TINY_PER_TRIGGER
+from perf.bench.batches import PHASES, BatchStats, run_batches, run_job
+from perf.bench.table import STEADY_PER_TRIGGER, TINY_PER_TRIGGER
 from joinlab.generate import send
 from joinlab.job import configured, services
 from perf.common import lab, log, send_events

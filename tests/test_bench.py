@@ -4,7 +4,7 @@ import re
 from pathlib import Path
 from types import SimpleNamespace
 
-from joinlab.bench.batches import stats_of
+from perf.bench.batches import stats_of
 
 
 def _progress(batch: int, start: dict | None, end: dict, ms: int) -> dict:
@@ -28,8 +28,8 @@ def test_the_steady_rate_counts_the_records_read_not_spark_s_rows_per_scan():
 
 
 def test_the_ceiling_table_puts_each_pattern_beside_its_job_with_processors_that_do_nothing_and_its_target():
-    from joinlab.bench.batches import BatchStats
-    from joinlab.bench.table import format_ceiling, format_patterns
+    from perf.bench.batches import BatchStats
+    from perf.bench.table import format_ceiling, format_patterns
     lab = {"tweet-views": [BatchStats("tv", 2000, [650, 700, 600], [100] * 3), BatchStats("tv", 5000, [4000], [16000])],
            "lottery": [BatchStats("l", 3000, [1100], [100]), None]}
     nothing = {"tweet-views": [BatchStats("n", 1900, [500], [100]), BatchStats("n", 4000, [2000], [14000])],
@@ -46,7 +46,7 @@ def test_processors_that_do_nothing_stand_in_for_every_pattern_s_read_their_rows
     from pyspark.sql import Row
     from pyspark.sql.streaming.tws_tester import TwsTester
     from joinlab import patterns, solutions
-    from joinlab.bench.ceiling import Nothing, solution
+    from perf.bench.ceiling import Nothing, solution
     for pattern in patterns.PATTERNS:
         job = patterns.job(pattern)
         module = solutions.of(job.SOLUTION, job.PROCESSORS, solution(job))
@@ -67,7 +67,7 @@ def _view(tweet_id: int, version: int, timestamp: int):
 
 
 def test_a_tweet_s_latency_runs_to_its_first_view_of_that_version_or_a_newer_one():
-    from joinlab.bench.latency import Latency, _ViewMatcher
+    from perf.bench.latency import Latency, _ViewMatcher
     matcher = _ViewMatcher({(1, 1): 1000, (1, 2): 1010, (2, 1): 1020})
     views = [_view(1, 2, 1500), _view(9, 1, 1510)]  # tweet 1's edit came in the batch of its first version
     assert not matcher.add(views)

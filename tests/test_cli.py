@@ -8,9 +8,9 @@ def joinlab(*args, **kwargs):
                           **kwargs)
 
 
-def test_bench_and_generate_hand_their_help_to_their_own_parsers():
-    bench = joinlab("bench", "--help")
-    assert bench.returncode == 0 and "--latency-rate" in bench.stdout
+def test_compare_and_generate_hand_their_help_to_their_own_parsers():
+    compare = joinlab("compare", "car-pollution", "--help")
+    assert compare.returncode == 0 and "usage" in compare.stdout
     generate = joinlab("generate", "tweet-views", "--help")
     assert generate.returncode == 0 and "--tweets-first" in generate.stdout
 

@@ -1,6 +1,6 @@
 """The studies in perf/ still run: the cheap ones on a few events (the Spark ones, perf.ablation and
 perf.stages, are run by hand: perf/README.md), and the tables they print add up."""
-from joinlab.bench.batches import BatchStats
+from perf.bench.batches import BatchStats
 
 
 def test_plain_python_joins_the_same_events_into_the_same_views_through_twstester_and_dicts(capsys):

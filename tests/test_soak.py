@@ -7,7 +7,7 @@ import pytest
 
 from joinlab import patterns
 from joinlab.events import parse_time
-from joinlab.soak import ENTITY_IDS, WITHIN_THE_DELAY, _shifted, lag, read_to
+from perf.soak import ENTITY_IDS, WITHIN_THE_DELAY, _shifted, lag, read_to
 
 # What Spark's Kafka source reports for a batch (offsets as JSON per topic and partition); while the
 # batch ran more records arrived, which its progress does not show.
@@ -93,7 +93,7 @@ def test_memory_counts_the_broker_apart_from_the_jvm_and_the_python_processes():
     import subprocess
     import sys
 
-    from joinlab.soak import memory
+    from perf.soak import memory
 
     hold = "b = bytearray(200 * 2**20); b[::4096] = b'x' * len(b[::4096]); print('ready', flush=True); input()"
     child = subprocess.Popen([sys.executable, "-c", hold], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)

@@ -58,7 +58,7 @@ def test_over_more_than_the_retention_with_the_topics_read_apart_the_views_equal
     author's newest event runs ahead of profile updates still to come; each tweet must still end
     with the last profile within 3 days of it, as the reference says (with the retention measured
     from the newest event alone, 40 slices of the defaults gave 1,037 stale views)."""
-    from joinlab.soak import ENTITY_IDS, WITHIN_THE_DELAY, _shifted
+    from perf.soak import ENTITY_IDS, WITHIN_THE_DELAY, _shifted
     from references import tweet_views as reference
     monkeypatch.setenv("LAB_TWEET_VIEWS_RETENTION", "3 days")  # read where the job is built, on the driver
     setup_topics(bootstrap)

@@ -127,7 +127,7 @@ def test_with_profile_updates_after_a_tweets_retention_the_processor_and_the_ref
     in the processor (batch by batch, through TwsTester) and in the batch reference alike."""
     from generators import tweet_views as generator
     from jobs.tweet_views.job import InMemory as TweetViews
-    from joinlab.soak import ENTITY_IDS, WITHIN_THE_DELAY, _shifted
+    from perf.soak import ENTITY_IDS, WITHIN_THE_DELAY, _shifted
     from references import tweet_views as reference
     monkeypatch.setenv("LAB_TWEET_VIEWS_RETENTION", "3 days")
     pipeline, records, out, slices = TweetViews(), [], [], 8

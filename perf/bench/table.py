@@ -7,8 +7,8 @@ from __future__ import annotations
 import os
 import platform
 
-from joinlab.bench.batches import BatchStats
-from joinlab.bench.latency import Latency
+from perf.bench.batches import BatchStats
+from perf.bench.latency import Latency
 from joinlab.spark import spark_master
 
 TINY_PER_TRIGGER, STEADY_PER_TRIGGER = 100, 20_000

@@ -1,4 +1,4 @@
-"""`joinlab bench`: what a user asks of each pattern, measured on one warm Spark session.
+"""`make bench` (`python -m perf.bench`): what a user asks of each pattern, measured on one warm Spark session.
 
 Per pattern: the tiny batch (100 records per trigger: the per-batch floor a notebook or a demo
 feels), the steady rate (20,000 per trigger), and the ceiling (the same job with processors that
@@ -20,10 +20,10 @@ import uuid
 from contextlib import ExitStack
 
 from joinlab import patterns
-from joinlab.bench import ceiling
-from joinlab.bench.batches import BenchError, fill, log, run_job
-from joinlab.bench.latency import end_to_end_latency
-from joinlab.bench.table import STEADY_PER_TRIGGER, TINY_PER_TRIGGER, format_all
+from perf.bench import ceiling
+from perf.bench.batches import BenchError, fill, log, run_job
+from perf.bench.latency import end_to_end_latency
+from perf.bench.table import STEADY_PER_TRIGGER, TINY_PER_TRIGGER, format_all
 from joinlab.config import lab_home
 
 # Loggers that would flood stderr, quieted only when the level is the default WARN: "current batch
@@ -32,7 +32,7 @@ NOISY_LOGGERS = ["org.apache.spark.sql.execution.streaming.runtime.ProcessingTim
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="joinlab bench", description=(
+    parser = argparse.ArgumentParser(prog="python -m perf.bench", description=(
         "Per pattern: the tiny batch, the steady rate and the ceiling (processors that do nothing); "
         "then the tweet-views job's end-to-end latency at a fixed rate."))
     parser.add_argument("--seed", type=int, default=42, help="generator seed (default 42)")

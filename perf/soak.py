@@ -1,6 +1,6 @@
 """`make soak`: every pattern at a steady rate for a while, to see whether state and memory level off.
 
-    python -m joinlab.soak --minutes 10 --rate 20 --every 30
+    python -m perf.soak --minutes 10 --rate 20 --every 30
 
 One embedded broker, one Spark session with the four jobs running side by side (as `make up`
 runs them), one generator thread per pattern sending at `--rate` events/s. Every `--every`
@@ -204,7 +204,7 @@ def _running(senders: list[threading.Thread], timeout_s: float) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m joinlab.soak", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m perf.soak", description=__doc__.split("\n")[0])
     p.add_argument("--minutes", type=float, default=10.0, help="how long the generators send (default 10)")
     p.add_argument("--rate", type=float, default=20.0, help="events per second per pattern (default 20)")
     p.add_argument("--every", type=float, default=30.0, help="seconds between report rows (default 30)")

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Callable
 
 from joinlab import patterns
-from joinlab.bench.batches import BenchError, Deadline, log
+from perf.bench.batches import BenchError, Deadline, log
 from joinlab.generate import Disorder, Record, send
 from joinlab.job import start, stop_between_batches
 from joinlab.topics import end_offsets, partitions_of, plain_consumer
