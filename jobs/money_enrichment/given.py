@@ -17,7 +17,7 @@ users through stage 1, dead letters through stage 2. Emitted rows carry out_time
 """
 from __future__ import annotations
 
-from typing import Iterator, NamedTuple
+from typing import Iterator, NamedTuple, get_type_hints
 
 from pyspark.sql import Row
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
@@ -85,27 +85,13 @@ def tx_of(row) -> Tx:
     return Tx(*(getattr(row, name) for name in TX_FIELDS))
 
 
-class Decided(NamedTuple):
-    """A transaction with its session and user: pending until the watermark passes its time, then
-    decided (and remembered for corrections)."""
-    tx_id: str
-    user_id: int
-    session_id: str
-    amount: float
-    currency: str | None
-    type: str
-    t_us: int
-    src_partition: int | None
-    src_offset: int | None
-    session_country: str | None
-    session_device: str | None
-    session_start_us: int | None
-    user_name: str | None
-    user_country: str | None
-    user_segment: str | None
-    user_version: int | None
-    first_of_type: bool | None
-    enriched_by: str | None
+# A transaction with its session and user (Tx's fields, then these): pending until the watermark
+# passes its time, then decided (and remembered for corrections).
+Decided = NamedTuple("Decided", [
+    *get_type_hints(Tx).items(), ("session_country", str | None), ("session_device", str | None),
+    ("session_start_us", int | None), ("user_name", str | None), ("user_country", str | None),
+    ("user_segment", str | None), ("user_version", int | None), ("first_of_type", bool | None),
+    ("enriched_by", str | None)])
 
 
 def _decided(tx: dict) -> Decided:
