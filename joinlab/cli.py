@@ -1,5 +1,8 @@
 """`joinlab`: the lab's command line (broker, topics, generate, run, verify, state, demo, lab,
-interview)."""
+interview).
+
+Each command imports what it needs when it runs: most bring Spark in (seconds), and the commands
+that need none (broker, topics, lab, generate) answer at once."""
 from __future__ import annotations
 
 import argparse

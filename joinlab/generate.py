@@ -251,7 +251,7 @@ def bootstrap_from_args(args: argparse.Namespace) -> str:
     """--bootstrap, else `joinlab.broker.bootstrap_servers()` (which says how to get a broker)."""
     if args.bootstrap:
         return args.bootstrap
-    from joinlab.broker import BrokerError, bootstrap_servers
+    from joinlab.broker import BrokerError, bootstrap_servers  # a generator imports the broker only to find it
     try:
         return bootstrap_servers()
     except BrokerError as exc:
@@ -261,7 +261,7 @@ def bootstrap_from_args(args: argparse.Namespace) -> str:
 def produce(pattern: str, args: argparse.Namespace, topics: list[str], records: list[Record]) -> None:
     """A generator CLI's last step: create the input topics, send (paced by --rate), say what went where."""
     bootstrap = bootstrap_from_args(args)
-    from joinlab.topics import create_topics
+    from joinlab.topics import create_topics  # kafka-python only when we actually produce
     create_topics(bootstrap, topics)
     sent = send(bootstrap, records, rate=args.rate, progress=not args.no_progress)
     print(f"{pattern}: sent {sent} records to {', '.join(topics)} at {bootstrap}: {summary(records)}")

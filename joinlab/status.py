@@ -21,6 +21,8 @@ import types
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable
 
+from joinlab.job import stop_between_batches
+
 OBSERVED = "records_out"  # the name of the per-output-topic counts in each micro-batch's progress
 NO_WATERMARK = "1970-01-01T00:00:00.000Z"  # what Spark reports until the first event passes the delay
 
@@ -192,7 +194,6 @@ def follow(query, job: types.ModuleType, label: str, shown: str = "line", out=pr
             report()
             watch.check(time.monotonic())
         if interrupted.is_set():
-            from joinlab.job import stop_between_batches
             print(f"{label}: stopping after the running batch (Ctrl-C)", file=sys.stderr, flush=True)
             stop_between_batches(query)
     finally:

@@ -42,7 +42,7 @@ def enrich_rows(rows: list[dict], lookup: Callable[[list[str]], dict]) -> list[d
 
 def lookup_step(settings) -> Callable:
     """The mapInArrow function for `settings` (joinlab.lookup.LookupSettings, read on the driver)."""
-    def run(batches: Iterator) -> Iterator:
+    def run(batches: Iterator) -> Iterator:  # runs on Spark's Python workers: they import what it uses
         import pyarrow as pa
         from joinlab.lookup import lookup_sessions
         for batch in batches:

@@ -37,6 +37,7 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
+    # Each action imports its own module when it runs: `check` brings Spark, `pack` and the rest do not.
     if args.action == "check":
         from joinlab.interview.grade import main
         return main(args)

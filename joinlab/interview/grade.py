@@ -41,7 +41,7 @@ def check(pattern: str, solution_file: Path, *, scenario_dir: Path | None = None
     fast_ok = report["fast"]["failed"] == 0 and bool(found)
     if live == "always" or (live == "auto" and fast_ok):
         say("live stage: the real job with your processors (a minute or so)")
-        from joinlab.interview import live as live_stage
+        from joinlab.interview import live as live_stage  # deferred: it starts Spark, the fast stage needs none
         result = live_stage.run(pattern, module, seed=seed, count=count, expectation=expectation, spark=spark, say=say)
         report["live"] = {"ok": result.ok, "events": result.events, "expected": result.expected,
                           "actual": result.actual, "mismatches": result.mismatches, "report": result.lines,

@@ -20,6 +20,7 @@ from joinlab import patterns
 from joinlab.demo import DEMO_DISORDER, demo_broker
 from joinlab.generate import Record, send
 from joinlab.interview.scenarios import default_settings, plain
+from joinlab.spark import session
 from joinlab.topics import create_topics, end_offsets, partitions_of, plain_consumer, read_topics
 from joinlab.verify import compare
 
@@ -84,7 +85,6 @@ def run(pattern: str, solution: ModuleType, *, seed: int = 7, count: int = 1200,
         say(f"{len(records)} events on {', '.join(job.INPUT_TOPICS)} at {bootstrap}; "
             "starting the job with your processors")
         if spark is None:
-            from joinlab.spark import session
             spark = session(f"interview-{pattern}")
         checkpoint = tempfile.mkdtemp(prefix=f"interview-{pattern}-")
         with runner.services(job, bootstrap):

@@ -249,8 +249,7 @@ class Lab:
         if self.feed:
             self.feed.stop()
         if self.query is not None and self.query.isActive:
-            from joinlab.job import stop_between_batches
-            stop_between_batches(self.query)
+            runner.stop_between_batches(self.query)
         if self.services is not None:
             self.services.__exit__(None, None, None)
             self.services = None
