@@ -15,7 +15,6 @@ hand) bypasses the guard; the lab's producers let the client stamp the time of s
 """
 from __future__ import annotations
 
-import base64
 import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -293,9 +292,3 @@ def latest_events(records, keys: list[tuple[EventSchema, str]], version: str) ->
             table[key] = event
     return tables
 
-
-def dead_letter_value(letter: bytes) -> dict:
-    """A dead letter as a dict, with the original bytes restored under 'original'."""
-    body = json.loads(letter)
-    body["original"] = base64.b64decode(body["value_base64"]) if body.get("value_base64") else None
-    return body
