@@ -24,10 +24,10 @@ from datetime import datetime, timedelta, timezone
 from faker import Faker
 
 from jobs.money_enrichment.job import (INPUT_TOPICS, SESSIONS, SESSIONS_TOPIC, TRANSACTIONS, TRANSACTIONS_TOPIC, USERS,
-                                   USERS_TOPIC)
+                                       USERS_TOPIC)
 from jobs.money_enrichment.rules import TYPES
-from joinlab.generate import (Disorder, Event, Record, _fraction, _positive, add_generator_args, arrange,
-                              check_generator_args, disorder_from_args, iso, produce)
+from joinlab.generate import (Disorder, Event, Record, add_generator_args, arrange, check_generator_args,
+                              disorder_from_args, fraction, iso, positive, produce)
 
 SCHEMAS = {TRANSACTIONS_TOPIC: TRANSACTIONS, SESSIONS_TOPIC: SESSIONS, USERS_TOPIC: USERS}
 START = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -153,14 +153,14 @@ def main(argv: list[str] | None = None) -> None:
                                      description="Produce seeded users, sessions and transactions for money enrichment.")
     add_generator_args(parser)
     g = parser.add_argument_group("money-enrichment options")
-    g.add_argument("--users", type=_positive(int), help="number of users (default: count / 100, at least 5)")
-    g.add_argument("--session-seconds", type=_positive(float), default=120.0,
+    g.add_argument("--users", type=positive(int), help="number of users (default: count / 100, at least 5)")
+    g.add_argument("--session-seconds", type=positive(float), default=120.0,
                    help="how long a session takes transactions, as the job's MONEY_SESSION_DURATION (default 120)")
-    g.add_argument("--before-session", type=_fraction, default=0.1,
+    g.add_argument("--before-session", type=fraction, default=0.1,
                    help="share of sessions whose start arrives 0.1..3 s after their first transaction (default 0.1)")
-    g.add_argument("--very-late", type=_fraction, default=0.02,
+    g.add_argument("--very-late", type=fraction, default=0.02,
                    help="share of transactions that arrive --late-by seconds after their time (default 0.02)")
-    g.add_argument("--late-by", type=_positive(float), default=200.0,
+    g.add_argument("--late-by", type=positive(float), default=200.0,
                    help="how late a very late transaction arrives, seconds of event time (default 200: "
                         "past the session's 120 s + the watermark's 10 s)")
     args = parser.parse_args(argv)

@@ -176,36 +176,26 @@ def send(bootstrap: str, records: Iterable[Record], rate: float | None = None, p
 
 # --- The common command line ------------------------------------------------------------------
 
-def _fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number; give a fraction like 0.05") from None
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"{text} is not between 0 and 1; give a fraction like 0.05")
-    return value
-
-
-def _positive(kind):
+def bounded(kind=float, low=None, high=None, above=None):
+    """An argparse type: a `kind` in [low, high], or > `above`, else a message that says what to give."""
     def parse(text: str):
         try:
             value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a {kind.__name__}") from None
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"{text} must be > 0")
+            raise argparse.ArgumentTypeError(f"{text!r} is not a {'whole ' if kind is int else ''}number") from None
+        if low is not None and high is not None and not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{text} is not between {low} and {high}")
+        if low is not None and value < low or above is not None and value <= above:
+            raise argparse.ArgumentTypeError(f"{text} must be {f'>= {low}' if above is None else f'> {above}'}")
         return value
     return parse
 
 
-def _non_negative(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text} must be >= 0 seconds")
-    return value
+fraction, non_negative = bounded(float, 0, 1), bounded(float, 0)
+
+
+def positive(kind):
+    return bounded(kind, above=0)
 
 
 DEFAULT_COUNT = 1000
@@ -215,14 +205,14 @@ def add_generator_args(parser: argparse.ArgumentParser) -> None:
     """The flags every pattern generator shares (call `check_generator_args` after parsing)."""
     g = parser.add_argument_group("common generator options")
     g.add_argument("--seed", type=int, default=42, help="random seed; same seed, same records (default 42)")
-    g.add_argument("--count", type=_positive(int), help=f"number of base events (default {DEFAULT_COUNT})")
-    g.add_argument("--duration", type=_positive(float), help="seconds to send for; needs --rate")
-    g.add_argument("--rate", type=_positive(float),
+    g.add_argument("--count", type=positive(int), help=f"number of base events (default {DEFAULT_COUNT})")
+    g.add_argument("--duration", type=positive(float), help="seconds to send for; needs --rate")
+    g.add_argument("--rate", type=positive(float),
                    help="events per second: paces sending and sets the event-time clock")
-    g.add_argument("--delayed", type=_fraction, default=0.0, help="fraction of events that arrive late")
-    g.add_argument("--max-delay", type=_non_negative, default=0.0, help="largest lateness, seconds of event time")
-    g.add_argument("--duplicates", type=_fraction, default=0.0, help="fraction of events sent twice")
-    g.add_argument("--malformed", type=_fraction, default=0.0, help="extra malformed records, as a fraction")
+    g.add_argument("--delayed", type=fraction, default=0.0, help="fraction of events that arrive late")
+    g.add_argument("--max-delay", type=non_negative, default=0.0, help="largest lateness, seconds of event time")
+    g.add_argument("--duplicates", type=fraction, default=0.0, help="fraction of events sent twice")
+    g.add_argument("--malformed", type=fraction, default=0.0, help="extra malformed records, as a fraction")
     g.add_argument("--bootstrap", help="Kafka bootstrap servers (default: $KAFKA_BOOTSTRAP_SERVERS "
                                        "or the embedded broker from `make broker-start`)")
     g.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")

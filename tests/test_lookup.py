@@ -313,6 +313,6 @@ def test_cli_errors_say_what_to_do(tmp_path):
         done = run_cli("--bootstrap", "127.0.0.1:9", "--port", str(squatter.getsockname()[1]), env=env)
     assert done.returncode == 2 and "set LAB_LOOKUP_PORT or pass --port" in done.stderr
     done = run_cli("--error-rate", "1.5", env=env)
-    assert done.returncode == 2 and "not a fraction between 0 and 1" in done.stderr
+    assert done.returncode == 2 and "1.5 is not between 0 and 1" in done.stderr
     done = run_cli("--bootstrap", "x:1", env={**env, "LAB_LOOKUP_PORT": "web"})
     assert done.returncode == 2 and "LAB_LOOKUP_PORT='web' is not a port number" in done.stderr

@@ -7,8 +7,11 @@ import sys
 import threading
 
 from joinlab.broker import BrokerError, bootstrap_servers
+from joinlab.generate import bounded, fraction
 from joinlab.lookup.config import DEFAULT_PORT, PORT_ENV
 from joinlab.lookup.service import LookupService, ServiceError, token_hint
+
+whole = bounded(int, 0)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -18,33 +21,17 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--bootstrap", help="Kafka bootstrap servers (default: $KAFKA_BOOTSTRAP_SERVERS or the embedded "
                                        "broker from `make broker-start`)")
     p.add_argument("--topic", default="money-sessions", help="the sessions topic (default money-sessions)")
-    p.add_argument("--port", type=_whole, help=f"port (default ${PORT_ENV} or {DEFAULT_PORT}; 0 = a free one)")
+    p.add_argument("--port", type=whole, help=f"port (default ${PORT_ENV} or {DEFAULT_PORT}; 0 = a free one)")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; 0.0.0.0 only inside "
                                                        "a container, whose published port is bound to 127.0.0.1)")
     faults = p.add_argument_group("fault injection (tests and demos)")
-    faults.add_argument("--latency-ms", type=_whole, default=0, help="delay every response by this many ms")
-    faults.add_argument("--fail-first", type=_whole, default=0, metavar="N",
+    faults.add_argument("--latency-ms", type=whole, default=0, help="delay every response by this many ms")
+    faults.add_argument("--fail-first", type=whole, default=0, metavar="N",
                         help="answer 503 to the first N requests for each session id")
-    faults.add_argument("--error-rate", type=_fraction, default=0.0, metavar="P",
+    faults.add_argument("--error-rate", type=fraction, default=0.0, metavar="P",
                         help="answer 503 to this fraction of session requests, at random (see --seed)")
     faults.add_argument("--seed", type=int, default=0, help="seed of --error-rate's randomness (default 0)")
     return p
-
-
-def _whole(text: str) -> int:
-    if not text.isdigit():
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 0")
-    return int(text)
-
-
-def _fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 <= value <= 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a fraction between 0 and 1, e.g. 0.1")
-    return value
 
 
 def main(argv: list[str] | None = None) -> int:
