@@ -69,6 +69,10 @@ def test_every_stored_expectation_is_what_the_reference_says(pattern):
         assert scenario.expect, f"{scenario.path}: an empty expectation checks nothing"
         assert scenario.expect == fast.expected_by_reference(pattern, scenario), (
             f"{scenario.path} is stale: run `joinlab interview scenarios {pattern} --refresh`")
+        assert scenario.expect_dead == fast.dead_by_solution(pattern, scenario), (
+            f"{scenario.path}: its dead letters are stale: run `joinlab interview scenarios {pattern} --refresh`")
+    if pattern == "money-enrichment":  # its processors dead-letter conflicts: the scenarios say which
+        assert any(s.expect_dead for s in stored)
 
 
 @pytest.mark.parametrize("pattern,variant,scenario,switch", WRONG_ANSWERS,

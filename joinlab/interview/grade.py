@@ -32,12 +32,13 @@ def check(pattern: str, solution_file: Path, *, scenario_dir: Path | None = None
         return report
     found = fast.load_dir(scenario_dir or ex.scenarios()) + fast.load_dir(_hidden(hidden_dir, ex.module), hidden=True)
     for scenario in found:
-        outcome = fast.run(pattern, module, scenario)
-        report["fast"]["passed" if outcome.ok else "failed"] += 1
+        outcomes, shown = fast.graded(pattern, module, scenario)
+        report["fast"]["passed" if shown is None else "failed"] += 1
         report["fast"]["scenarios"].append({
-            "name": scenario.name, "hidden": scenario.hidden, "ok": outcome.ok, "error": outcome.error,
-            "details": [] if outcome.ok else fast.describe(outcome, ex.key),
-            "emitted_nothing": outcome.emitted_nothing})
+            "name": scenario.name, "hidden": scenario.hidden, "ok": shown is None, "error": outcomes[0].error,
+            "variants": {o.variant: o.ok for o in outcomes}, "cause": shown and fast.cause(outcomes, ex.key),
+            "details": [] if shown is None else fast.describe(shown, ex.key),
+            "emitted_nothing": outcomes[0].emitted_nothing})
     fast_ok = report["fast"]["failed"] == 0 and bool(found)
     if live == "always" or (live == "auto" and fast_ok):
         say("live stage: the real job with your processors (a minute or so)")
@@ -81,7 +82,7 @@ def lines(report: dict) -> list[str]:
     out += ["", f"Scenarios (fast stage, in memory): {sum(s['ok'] for s in visible)} of {len(visible)} passed"
             + (f"; held back: {sum(s['ok'] for s in held)} of {len(held)} passed" if held else "")]
     out += [f"  {'ok  ' if s['ok'] else 'FAIL'} {s['name']}" + (" (held back)" if s["hidden"] else "")
-            for s in f["scenarios"]]
+            + ("" if s["ok"] else f": {s['cause']}") for s in f["scenarios"]]
     for s in f["scenarios"]:
         if not s["ok"]:
             out += [""] + s["details"]
