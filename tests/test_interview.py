@@ -20,15 +20,34 @@ WRONG = ROOT / "tests" / "wrong_answers"
 SOLUTIONS = {p: ROOT / "jobs" / e.module / "solution.py" for p, e in EXERCISES.items()}
 HIDDEN = ROOT / "exercises" / "hidden"
 
-# Each wrong answer of docs/interviewing.md, the scenario that exposes it, and (where the variant
-# has one) the switch that makes it right, so the scenario is seen to fail for that reason alone.
+RESTARTED = fast.VARIANTS[fast.RESTART][0]
+REORDERED = fast.VARIANTS[fast.REORDERED][0]
+# Each wrong answer of docs/interviewing.md, the scenario that exposes it (held back: "h/" before its
+# name), the cause the grader gives in one line, and (where the variant has one) the switch that
+# makes it right, so the scenario is seen to fail for that reason alone.
 WRONG_ANSWERS = [
-    ("tweet-views", "user_only", "tweet-before-its-author", None),
-    ("tweet-views", "user_only", "profile-update-re-emits-every-stored-tweet", None),
-    ("tweet-views", "last_arrival_wins", "stale-user-version-after-a-newer-one", None),
-    ("car-pollution", "range_scan", "a-zone-update-reaches-every-car-in-the-zone", ("RANGE_SCAN", False)),
-    ("lottery", "coupon_copy", "one-coupon-is-one-click", ("STORE_THE_DECREMENT", True)),
-    ("money-enrichment", "no_waiting", "a-transaction-before-its-session", None),
+    ("tweet-views", "user_only", "tweet-before-its-author", "tweet 10: expected {", None),
+    ("tweet-views", "user_only", "profile-update-re-emits-every-stored-tweet", "user_version=2 (got 1)", None),
+    ("tweet-views", "last_arrival_wins", "stale-user-version-after-a-newer-one", "tweet 11: expected user_version=2 "
+                                                                                 "(got 1)", None),
+    ("tweet-views", "empty_author", "an-author-who-never-arrives", "tweet 20: expected nothing, got {", None),
+    ("tweet-views", "row_by_row", "stale-user-version-after-a-newer-one", REORDERED, None),
+    ("tweet-views", "state_on_self", "tweet-before-its-author", RESTARTED, None),
+    ("car-pollution", "range_scan", "a-zone-update-reaches-every-car-in-the-zone", "car 3: expected reading_seq=1 "
+                                                                                   "(got None)", ("RANGE_SCAN", False)),
+    ("car-pollution", "state_on_self_car_pollution", "a-reading-reaches-a-car-that-arrived-before-it", RESTARTED, None),
+    ("lottery", "coupon_copy", "one-coupon-is-one-click", "entrants=1 (got 2)", ("STORE_THE_DECREMENT", True)),
+    ("lottery", "wall_clock_windows", "a-window-and-its-winner", "outcome winner 1 2026-01-01T00:00:00+00:00: "
+                                                                 "expected {", None),
+    ("lottery", "state_on_self_lottery", "a-window-and-its-winner", RESTARTED, None),
+    ("money-enrichment", "no_waiting", "a-transaction-before-its-session", "got nothing (dead-lettered: session not "
+                                                                           "found (HTTP 404))", None),
+    ("money-enrichment", "no_waiting", "h/several-transactions-wait-for-one-session", "got nothing (dead-lettered: "
+                                                                                      "session not found", None),
+    ("money-enrichment", "no_waiting", "a-re-sent-transaction-with-other-fields", "dead letter t1: expected reason "
+                                                                                  "'conflicting duplicate', got none",
+     None),
+    ("money-enrichment", "state_on_self_money_enrichment", "a-transaction-in-its-session", RESTARTED, None),
 ]
 
 
@@ -75,20 +94,45 @@ def test_every_stored_expectation_is_what_the_reference_says(pattern):
         assert any(s.expect_dead for s in stored)
 
 
-@pytest.mark.parametrize("pattern,variant,scenario,switch", WRONG_ANSWERS,
-                         ids=[f"{v}-{s}" for _, v, s, _ in WRONG_ANSWERS])
-def test_a_common_wrong_answer_fails_on_the_scenario_the_guide_names(pattern, variant, scenario, switch, tmp_path):
-    report = check(pattern, WRONG / f"{variant}.py", live="never")
+@pytest.mark.parametrize("pattern,variant,scenario,cause,switch", WRONG_ANSWERS,
+                         ids=[f"{v}-{s}" for _, v, s, _, _ in WRONG_ANSWERS])
+def test_a_common_wrong_answer_fails_on_the_scenario_the_guide_names_with_its_cause(pattern, variant, scenario, cause,
+                                                                                     switch, tmp_path):
+    hidden, scenario = scenario.startswith("h/"), scenario.removeprefix("h/")
+    report = check(pattern, WRONG / f"{variant}.py", hidden_dir=HIDDEN if hidden else None, live="never")
     named = scenario_results(report)[scenario]
     assert not named["ok"] and not named["error"], named["details"]
-    assert f"FAIL {scenario}" in named["details"][0]
+    assert cause in named["cause"], named["cause"]
+    assert f"FAIL {scenario}" in named["details"][0] and f"FAIL {scenario}" in "\n".join(lines(report))
+    if cause in (RESTARTED, REORDERED):  # only the variant fails it, and the details say so
+        assert named["variants"][fast.AS_SENT] and f"  It {cause}." in named["details"]
     if switch:  # the same code with the mistake switched off passes that scenario
         name, value = switch
         right = tmp_path / f"{variant}_fixed.py"
         right.write_text((WRONG / f"{variant}.py").read_text().replace(f"{name} = {not value}", f"{name} = {value}"))
         assert scenario_results(check(pattern, right, live="never"))[scenario]["ok"]
     guide = (ROOT / "docs" / "interviewing.md").read_text()
-    assert scenario in guide, f"docs/interviewing.md must pair this wrong answer with {scenario}"
+    assert f"`{variant}.py`" in guide and scenario in guide, (
+        f"docs/interviewing.md must pair {variant}.py with {scenario}")
+
+
+def test_every_wrong_answer_is_paired_with_its_scenario():
+    files = {p.stem for p in WRONG.glob("*.py") if not p.name.startswith("_")}
+    assert files == {v for _, v, _, _, _ in WRONG_ANSWERS}
+
+
+@pytest.mark.parametrize("pattern", list(EXERCISES))
+def test_a_processor_that_keeps_its_state_on_itself_fails_fast_and_the_output_names_the_restart(pattern):
+    """It passes every scenario in one process: only the restart between batches shows it."""
+    module = exercise(pattern).module
+    wrong = WRONG / ("state_on_self.py" if pattern == "tweet-views" else f"state_on_self_{module}.py")
+    done = subprocess.run([sys.executable, "-m", "joinlab", "interview", "check", pattern, "--fast", "--solution",
+                           str(wrong)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f": {RESTARTED}" in done.stdout and "with a new processor object before each batch" in done.stdout
+    report = check(pattern, wrong, hidden_dir=HIDDEN, live="never")
+    assert all(s["variants"][fast.AS_SENT] for s in report["fast"]["scenarios"])
+    assert report["fast"]["failed"] >= 3
 
 
 def test_a_processor_that_raises_is_reported_with_its_own_line_not_a_crash(tmp_path):
