@@ -32,20 +32,17 @@ class Tester(TwsTester):
         self.make = make
         super().__init__(make(), **options)
 
-    def restart(self) -> None:
-        """A new processor (its __init__ and init) on the same handle: TwsTester's handle keeps the
-        state variables by name (getValueState of a name it knows returns that state), the timers and
-        the watermark, as a checkpoint does, and handleInitialState runs once, as in Spark."""
-        self.processor.close()
-        self.processor = self.make()
-        self.processor.init(self.handle)
-
 
 def restart(pipeline) -> None:
-    """Restart every stage of a pipeline (an `InMemory`): new processor objects, the same state."""
+    """New processor objects (__init__ and init) for every stage of a pipeline (an `InMemory`), on the
+    same handles: a TwsTester's handle keeps the state variables by name (getValueState of a name it
+    knows returns that state), the timers and the watermark, as a checkpoint does; and
+    handleInitialState is not called again, as in Spark."""
     for stage in vars(pipeline).values():
         if isinstance(stage, Tester):
-            stage.restart()
+            stage.processor.close()
+            stage.processor = stage.make()
+            stage.processor.init(stage.handle)
 
 
 def feed(tester: TwsTester, rows: list[Row], key: Callable) -> list[Row]:

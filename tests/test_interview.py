@@ -174,10 +174,18 @@ def test_the_live_stage_runs_the_solution_in_the_real_job_restarts_it_and_verifi
 
 
 @pytest.mark.spark
-def test_the_live_stage_catches_what_the_scenarios_let_through(spark):
-    """--live runs the job even when scenarios fail: a wrong answer's mismatches are counted there too."""
-    report = check("tweet-views", WRONG / "user_only.py", live="always", count=600, spark=spark)
-    assert not report["ok"] and report["live"]["mismatches"] > 0 and report["live"]["error"] is None
+def test_the_live_stage_catches_what_the_scenarios_let_through_and_tells_each_key_s_story(spark):
+    """--live runs the job even when scenarios fail: a wrong answer's mismatches are counted there
+    too, a few keys of each kind are told with their input by batch, and the cause the fast stage
+    found (the restart) is named."""
+    report = check("tweet-views", WRONG / "state_on_self.py", live="always", count=600, spark=spark)
+    live = report["live"]
+    assert not report["ok"] and live["mismatches"] > 0 and live["error"] is None
+    text = "\n".join(lines(report))
+    assert f"restarted from its checkpoint at batch {live['restarted_at_batch']}" in live["stories"][0]
+    told = [line for line in live["stories"] if "; its input, in arrival order:" in line]
+    assert 1 <= len(told) <= 9 and re.search(r"^ +batch \d+ .*tweets\[\d+\]@\d+ ", text, re.M), text
+    assert f"The fast stage's restart failed too (tweet-before-its-author" in text and RESTARTED in text
 
 
 def test_the_live_stage_refuses_a_broker_whose_topics_already_hold_records(monkeypatch, bootstrap):
@@ -298,3 +306,74 @@ def test_the_workspace_grades_on_its_own_the_stub_fails_and_a_right_answer_passe
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "6 of 6 passed" in done.stdout and re.search(r"tweet-views: (\d+) expected, \1 in output, 0 mismatches",
                                                         done.stdout), done.stdout
+
+
+def test_a_live_failure_tells_each_failed_key_s_story_its_input_by_batch_and_the_restart():
+    """Pure: the progress of the two runs and the input topics as read back, no Spark."""
+    from joinlab.interview.live import stories
+    from joinlab.topics import Record
+    from joinlab.verify import compare
+
+    def progress(batch, start, end):
+        return {"batchId": batch, "sources": [{"startOffset": start and json.dumps({"tweets": {"0": start}}),
+                                               "endOffset": json.dumps({"tweets": {"0": end}, "users": {"0": 1}})}]}
+    inputs = [Record("users", 0, 0, b"1", b'{"user_id":1,"version":1}', 1),
+              Record("tweets", 0, 0, b"10", b'{"tweet_id":10,"user_id":1,"version":1}', 2),
+              Record("tweets", 0, 1, b"11", b'{"tweet_id":11,"user_id":1,"version":1}', 3),
+              Record("tweets", 0, 2, b"12", b'{"tweet_id":12,"user_id":2,"version":1}', 4)]
+    expect = {"10": {"tweet_id": 10, "user_id": 1, "tweet_version": 1, "user_version": 1},
+              "11": {"tweet_id": 11, "user_id": 1, "tweet_version": 1, "user_version": 1}}
+    got = {"11": {"tweet_id": 11, "user_id": 1, "tweet_version": 1, "user_version": 0}}
+    report = compare("tweet-views", expect, got, lambda v: (v["tweet_version"], v["user_version"]))
+    text = stories(report, expect, got, inputs, [progress(0, None, 1), progress(1, 1, 2)], restarted_at=1)
+    assert text[0] == "The job stopped and restarted from its checkpoint at batch 1."
+    missing = text[text.index("missing 10; its input, in arrival order:"):text.index("stale 11; its input, in "
+                                                                                     "arrival order:")]
+    assert [line.split()[:2] for line in missing[1:3]] == [["batch", "0"], ["batch", "0"]]
+    assert "users[0]@0" in missing[1] and "tweets[0]@0" in missing[2] and "tweet_id\":11" not in "".join(missing)
+    assert missing[-2].startswith('  expected {"tweet_id": 10,') and missing[-2].endswith("}, got nothing")
+    stale = text[text.index("stale 11; its input, in arrival order:"):]
+    assert "batch 1 (after the restart)" in stale[2] and "tweets[0]@1" in stale[2]
+    assert stale[-1] == "  expected user_version=1 (got 0)"
+
+
+def test_the_interviewer_s_report_for_a_fail_and_a_pass_reads_back_with_causes_minutes_and_questions(tmp_path):
+    from datetime import datetime, timedelta, timezone
+
+    from joinlab.interview.report import LOG
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    packed = datetime.now(timezone.utc) - timedelta(minutes=30)
+    at = lambda minutes: (packed + timedelta(minutes=minutes)).isoformat(timespec="seconds")  # noqa: E731
+    (workspace / LOG).write_text(json.dumps({"packed": at(0), "checks": [
+        {"at": at(4), "ok": False, "live": None, "held_back": False},
+        {"at": at(21), "ok": True, "live": True, "held_back": False}]}))
+
+    def graded(solution: Path, name: str, *flags) -> str:
+        shutil.copy(solution, workspace / "tweet_views.py")
+        done = subprocess.run([sys.executable, "-m", "joinlab", "interview", "check", "tweet-views", "--fast",
+                               "--solution", str(workspace / "tweet_views.py"), "--report", str(tmp_path / name),
+                               *flags], cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert done.returncode == (0 if "pass" in name else 1), done.stdout + done.stderr
+        return (tmp_path / name).read_text()
+
+    failed = graded(WRONG / "state_on_self.py", "fail.md")
+    assert "# Interview report: tweet-views" in failed and "**FAIL**" in failed
+    assert "| scenario | as sent | after a restart | rows reordered | cause |" in failed
+    assert f"| tweet-before-its-author | ok | **FAIL** | ok | {RESTARTED} |" in failed
+    assert "| a-duplicate | ok | ok | ok |  |" in failed
+    assert "Live stage: not run (every scenario must pass first" in failed
+    assert "First check: 4 min after the pack." in failed and "First full pass (every scenario and the live stage): " \
+                                                              "21 min after the pack." in failed
+    questions = failed[failed.index("## Questions from the guide"):]
+    assert "`state_on_self.py`" in questions and "**after a restart**" in questions
+    assert "where does your state live between two micro-batches" in questions
+    assert "Two users merge accounts" not in questions, "follow-ups are for a pass"
+
+    passed = graded(SOLUTIONS["tweet-views"], "pass.md", "--hidden", str(HIDDEN))
+    assert "**PASS**" in passed and "**FAIL**" not in passed
+    assert "| update-and-new-tweets-in-one-batch (held back) | ok | ok | ok |  |" in passed
+    assert "3 checks by the candidate" in passed, "the interviewer's run with --hidden is not the candidate's"
+    assert "Two users merge accounts" in passed[passed.index("## Questions from the guide"):]
+    checks = json.loads((workspace / LOG).read_text())["checks"]
+    assert [(c["ok"], c["held_back"]) for c in checks[2:]] == [(False, False), (True, True)]

@@ -5,12 +5,14 @@ must end with, and the lab's code minus every solution module, the references an
 """
 from __future__ import annotations
 
+import json
 import shutil
 import tarfile
 from pathlib import Path
 
 from joinlab.interview import ROOT, Exercise, exercise
 from joinlab.interview.live import write_expectation
+from joinlab.interview.report import LOG, now
 
 # What of the lab goes into a workspace: packages whole, less what holds or runs a solution. A
 # pattern's page (jobs/<module>/README.md) holds the solution below its marker: only its prompt goes.
@@ -77,6 +79,7 @@ def pack(pattern: str, out: Path, archive: bool = False) -> Path:
     write_expectation(pattern, out / "expectation.json", seed=7, count=1200)
     (out / "Makefile").write_text(makefile(ex))
     (out / "README.md").write_text(readme(ex))
+    (out / LOG).write_text(json.dumps({"packed": now(), "checks": []}) + "\n")  # each check appends to it
     if archive:
         with tarfile.open(f"{out}.tar.gz", "w:gz") as tar:
             tar.add(out, arcname=out.name)

@@ -72,9 +72,9 @@ def reordered(batch: list[dict]) -> list[dict]:
     return [same[(e["topic"], str(e["key"]))].pop(0) for e in reversed(batch)]
 
 
-def reason(text: str) -> str:
-    """A dead letter's reason as compared: its words before the first ":" (the rest is free text)."""
-    return text.split(":")[0].strip()
+def reasons(dead: dict) -> dict:
+    """Dead letters' reasons as compared: the words before the first ":" (the rest is free text)."""
+    return {key: text.split(":")[0].strip() for key, text in dead.items()}
 
 
 @dataclass
@@ -87,8 +87,7 @@ class Outcome:
 
     @property
     def dead_ok(self) -> bool:
-        expect = self.scenario.expect_dead
-        return expect is None or {k: reason(v) for k, v in self.dead.items()} == expect
+        return self.scenario.expect_dead in (None, reasons(self.dead))
 
     @property
     def ok(self) -> bool:
@@ -187,9 +186,8 @@ def dead_by_solution(pattern: str, scenario: Scenario) -> dict | None:
     """What the lab's solution dead-letters (key -> reason as compared), where the pattern's processors
     dead-letter keys (for --refresh: the reference computes views only)."""
     outcome = run(pattern, None, scenario)
-    if outcome.error or not hasattr(patterns.job(pattern).InMemory, "dead_letters"):
-        return None
-    return {k: reason(v) for k, v in outcome.dead.items()}
+    return None if outcome.error or not hasattr(patterns.job(pattern).InMemory, "dead_letters") else reasons(
+        outcome.dead)
 
 
 def _short_traceback() -> str:
@@ -230,18 +228,19 @@ def describe(outcome: Outcome, key_name: str) -> list[str]:
         elif key not in want:
             out.append(f"  {key_name} {key}: expected nothing, got {_brief(got[key])}")
         elif got[key] != want[key]:
-            fields = list(want[key]) + [f for f in got[key] if f not in want[key]]
-            diff = [f"{f}={want[key].get(f)!r} (got {got[key].get(f)!r})" for f in fields
-                    if want[key].get(f) != got[key].get(f)]
-            out.append(f"  {key_name} {key}: expected " + ", ".join(diff))
+            out.append(f"  {key_name} {key}: expected {differences(want[key], got[key])}")
     if not outcome.dead_ok:
-        dead = {k: reason(v) for k, v in outcome.dead.items()}
-        for key in sorted(set(s.expect_dead) | set(dead)):
-            if s.expect_dead.get(key) != dead.get(key):
-                out.append(f"  dead letter {key}: expected " + (f"reason {s.expect_dead[key]!r}" if key in s.expect_dead
-                                                                else "none") + (f", got {outcome.dead[key]!r}"
-                                                                                if key in dead else ", got none"))
+        want, dead = s.expect_dead, reasons(outcome.dead)
+        out += [f"  dead letter {key}: expected " + (f"reason {want[key]!r}" if key in want else "none")
+                + (f", got {outcome.dead[key]!r}" if key in dead else ", got none")
+                for key in sorted(set(want) | set(dead)) if want.get(key) != dead.get(key)]
     return out
+
+
+def differences(want: dict, got: dict) -> str:
+    """The fields of two views that differ: `name=expected (got actual), ...`."""
+    return ", ".join(f"{f}={want.get(f)!r} (got {got.get(f)!r})" for f in list(want) + [f for f in got if f not in want]
+                     if want.get(f) != got.get(f))
 
 
 def _brief(view: dict, fields: int = 6) -> str:
