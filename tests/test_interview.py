@@ -242,6 +242,8 @@ def test_a_prompt_is_the_page_above_its_marker_and_holds_no_line_of_the_solution
     prompt = ex.prompt_text()
     assert ex.prompt().read_text().startswith(prompt.rstrip()) and "## Questions" in prompt
     assert "## State" not in prompt, "the solution's state layout belongs below the marker"
+    assert "a new processor object" in prompt and "rows in another order" in " ".join(prompt.split()), (
+        "the prompt says what the fast stage plays: a restart between batches, rows reordered")
     assert not below_the_marker(ex.prompt()) & {line.strip() for line in prompt.splitlines()}
 
 
@@ -265,7 +267,10 @@ def test_the_packed_prompt_is_the_page_above_the_marker_and_no_page_in_the_works
 
 def test_a_packed_workspace_holds_no_solution_and_no_reference(workspace):
     files = [p for p in workspace.rglob("*") if p.is_file()]
-    assert {"tweet_views.md", "README.md", "Makefile", "tweet_views.py", "expectation.json"} <= {p.name for p in files}
+    assert {"tweet_views.md", "README.md", "Makefile", "tweet_views.py", "expectation.json",
+            "interview-log.json"} <= {p.name for p in files}
+    assert "new processor object before every micro-batch" in " ".join((workspace / "README.md").read_text().split())
+    assert "packed" in json.loads((workspace / "interview-log.json").read_text())
     assert not [p for p in files if p.name == "solution.py" or "references" in p.parts or "bench" in p.parts]
     secrets = secret_lines()
     assert len(secrets) > 300, "the check must have something to look for"
@@ -306,6 +311,8 @@ def test_the_workspace_grades_on_its_own_the_stub_fails_and_a_right_answer_passe
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "6 of 6 passed" in done.stdout and re.search(r"tweet-views: (\d+) expected, \1 in output, 0 mismatches",
                                                         done.stdout), done.stdout
+    checks = json.loads((workspace / "interview-log.json").read_text())["checks"]
+    assert [(c["ok"], c["live"]) for c in checks] == [(False, None), (True, True)], "each check, timed, in the log"
 
 
 def test_a_live_failure_tells_each_failed_key_s_story_its_input_by_batch_and_the_restart():

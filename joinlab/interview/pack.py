@@ -53,9 +53,11 @@ def readme(ex: Exercise) -> str:
 
 1. Read `{ex.module}.md`: the data, the topics, what must come out, the questions to think about.
 2. Write your processor in `{ex.module}.py` (it runs as it is, and fails the grader).
-3. Grade it: `make check-fast` (the scenarios in `scenarios/`, in seconds), then `make check`
-   (also the real job: your processor on Kafka and Spark with out-of-order, duplicated and
-   malformed events, stopped and restarted from its checkpoint, compared with the right answer).
+3. Grade it: `make check-fast` (the scenarios in `scenarios/`, in seconds: each as sent, with a
+   new processor object before every micro-batch as after a restart, and with each batch's rows
+   in another order), then `make check` (also the real job: your processor on Kafka and Spark
+   with out-of-order, duplicated and malformed events, stopped and restarted from its
+   checkpoint, compared with the right answer). `interview-log.json` notes when you check.
 
 Needs Python 3.10+ and Java 17 (for Spark). The first `make` installs the lab into `.venv`.
 `lab/` holds what the job is made of: parsing, keying and wiring (`lab/jobs/`), the generators
