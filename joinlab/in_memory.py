@@ -10,10 +10,8 @@ consumer of the output topic would (`views`: the last view per key, in the shape
 newest event time of the batches before it minus the delay, and after the input Spark runs one
 batch without data to fire what the final watermark has made due.
 
-Spark makes a new processor object for every task (each partition of each micro-batch, after a
-restart, on another executor) over the state the checkpoint holds; one TwsTester keeps one object.
-`restart` gives a pipeline's stages what Spark gives them, so the grader can show a processor that
-keeps its state on itself instead of in the handle's state variables.
+Spark makes a new processor object for every task (each micro-batch's, after a restart, on another
+executor); one TwsTester keeps one object, and `restart` gives the stages what Spark gives them.
 """
 from __future__ import annotations
 

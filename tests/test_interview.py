@@ -242,7 +242,8 @@ def test_a_prompt_is_the_page_above_its_marker_and_holds_no_line_of_the_solution
     prompt = ex.prompt_text()
     assert ex.prompt().read_text().startswith(prompt.rstrip()) and "## Questions" in prompt
     assert "## State" not in prompt, "the solution's state layout belongs below the marker"
-    assert "a new processor object" in prompt and "rows in another order" in " ".join(prompt.split()), (
+    words = " ".join(prompt.split())
+    assert "a new processor object" in words and "rows in another order" in words, (
         "the prompt says what the fast stage plays: a restart between batches, rows reordered")
     assert not below_the_marker(ex.prompt()) & {line.strip() for line in prompt.splitlines()}
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 from joinlab import patterns, solutions
@@ -45,11 +46,7 @@ def check(pattern: str, solution_file: Path, *, scenario_dir: Path | None = None
         say("live stage: the real job with your processors (a minute or so)")
         from joinlab.interview import live as live_stage  # deferred: it starts Spark, the fast stage needs none
         result = live_stage.run(pattern, module, seed=seed, count=count, expectation=expectation, spark=spark, say=say)
-        report["live"] = {"ok": result.ok, "events": result.events, "expected": result.expected,
-                          "actual": result.actual, "mismatches": result.mismatches, "report": result.lines,
-                          "batches_before_restart": result.batches_before_restart,
-                          "restarted_at_batch": result.restarted_at_batch, "seconds": round(result.seconds, 1),
-                          "error": result.error, "stories": result.stories}
+        report["live"] = dict(asdict(result), ok=result.ok, seconds=round(result.seconds, 1))
     live_ok = report["live"] is not None and report["live"]["ok"]
     report["ok"] = fast_ok and (live_ok or live == "never")
     report["seconds"] = round(time.monotonic() - began, 1)
@@ -91,28 +88,9 @@ def lines(report: dict) -> list[str]:
     if f["scenarios"] and all(not s["ok"] and s["emitted_nothing"] for s in f["scenarios"]):
         out += ["", f"Your processors emitted nothing in any scenario: start in {', '.join(ex.writes)} "
                     f"(handleInputRows) in {report['solution']}."]
-    out += [""] + live_lines(report)
+    out += [""] + interviewer.live_lines(report)
     verdict = "PASS" if report["ok"] else "FAIL"
     return out + ["", f"RESULT: {verdict} in {report['seconds']:.0f} s"]
-
-
-def live_lines(report: dict) -> list[str]:
-    """The live stage for a person: not run and why, the job's error, or the verdict and the stories."""
-    live, scenarios = report["live"], report["fast"]["scenarios"]
-    if live is None:
-        return ["Live stage: not run" + (" (every scenario must pass first; --live runs it anyway)"
-                                         if report["fast"]["failed"] else "")]
-    if live["error"]:
-        return ["Live stage: the job failed with your processors:"] + ["  " + x for x in live["error"].splitlines()]
-    out = [f"Live stage: the real job on {live['events']} seeded events (disorder, duplicates, malformed records), "
-           f"stopped after {live['batches_before_restart']} micro-batches and restarted from its checkpoint at batch "
-           f"{live['restarted_at_batch']}, {live['seconds']:.0f} s:"]
-    out += ["  " + x if x else "" for x in live["report"] + live["stories"]]
-    restarted = [s["name"] for s in scenarios if not s["variants"][fast.RESTART]]
-    if restarted and not live["ok"]:
-        out += ["", f"  The fast stage's restart failed too ({', '.join(restarted)}): it "
-                    f"{fast.VARIANTS[fast.RESTART][0]}, which loses keys and leaves them stale here."]
-    return out
 
 
 def main(args) -> int:
@@ -127,6 +105,5 @@ def main(args) -> int:
                    count=args.count, say=say)
     print(json.dumps(report, indent=2) if args.json else "\n".join(lines(report)))
     if args.report:
-        Path(args.report).write_text(interviewer.markdown(report, [] if report.get("error") else live_lines(report),
-                                                          report.get("log")))
+        Path(args.report).write_text(interviewer.markdown(report))
     return 0 if report["ok"] else 1

@@ -1,11 +1,7 @@
 """What an interviewer reads after a session (`joinlab interview check ... --report FILE.md`): each
-scenario per variant with its cause, the live stage, the minutes a candidate took, and the guide's
-questions that fit what failed.
-
-A packed workspace holds LOG: the pack's time, to which every check of a file in it appends its
-own time and result, so the minutes from the pack to the first check and to the first full pass
-(every scenario and the live stage) can be read off later, wherever the file is graded.
-"""
+scenario per variant with its cause, the live stage, the minutes a candidate took (a workspace's
+LOG holds the pack's time, and every check of a file in it appends its own time and result), and
+the guide's questions that fit what failed."""
 from __future__ import annotations
 
 import json
@@ -29,8 +25,7 @@ def record(solution: Path, report: dict) -> dict | None:
     if not path.is_file():
         return None
     log = json.loads(path.read_text())
-    live = report["live"]
-    log["checks"].append({"at": now(), "ok": report["ok"], "live": None if live is None else live["ok"],
+    log["checks"].append({"at": now(), "ok": report["ok"], "live": report["live"] and report["live"]["ok"],
                           "held_back": any(s["hidden"] for s in report["fast"]["scenarios"])})
     path.write_text(json.dumps(log, indent=1) + "\n")
     return log
@@ -67,7 +62,26 @@ def questions(pattern: str, failed: list[dict], guide: Path = ROOT / "docs" / "i
             for i in chosen]
 
 
-def markdown(report: dict, live_lines: list[str], log: dict | None) -> str:
+def live_lines(report: dict) -> list[str]:
+    """The live stage for a person: not run and why, the job's error, or the verdict and the stories."""
+    live, scenarios = report["live"], report["fast"]["scenarios"]
+    if live is None:
+        return ["Live stage: not run" + (" (every scenario must pass first; --live runs it anyway)"
+                                         if report["fast"]["failed"] else "")]
+    if live["error"]:
+        return ["Live stage: the job failed with your processors:"] + ["  " + x for x in live["error"].splitlines()]
+    out = [f"Live stage: the real job on {live['events']} seeded events (disorder, duplicates, malformed records), "
+           f"stopped after {live['batches_before_restart']} micro-batches and restarted from its checkpoint at batch "
+           f"{live['restarted_at_batch']}, {live['seconds']:.0f} s:"]
+    out += ["  " + x if x else "" for x in live["report"] + live["stories"]]
+    restarted = [s["name"] for s in scenarios if not s["variants"][fast.RESTART]]
+    if restarted and not live["ok"]:
+        out += ["", f"  The fast stage's restart failed too ({', '.join(restarted)}): it "
+                    f"{fast.VARIANTS[fast.RESTART][0]}, which loses keys and leaves them stale here."]
+    return out
+
+
+def markdown(report: dict) -> str:
     ex = exercise(report["pattern"])
     variants = [fast.AS_SENT, *fast.VARIANTS]
     out = [f"# Interview report: {ex.pattern} (level {ex.level})", "",
@@ -81,8 +95,8 @@ def markdown(report: dict, live_lines: list[str], log: dict | None) -> str:
     out += [f"| {s['name']}{' (held back)' if s['hidden'] else ''} | "
             + " | ".join("ok" if s["variants"][v] else "**FAIL**" for v in variants)
             + f" | {(s['cause'] or '').replace('|', '/')} |" for s in scenarios]
-    out += ["", "## Live stage", "", "```", *live_lines, "```", "", "## Time", "", *minutes(log), "",
-            "## Questions from the guide", ""]
+    out += ["", "## Live stage", "", "```", *live_lines(report), "```", "", "## Time", "", *minutes(report["log"]),
+            "", "## Questions from the guide", ""]
     failed = [s for s in scenarios if not s["ok"]]
     out += questions(ex.pattern, failed) or ["- (none)"]
     return "\n".join(out) + "\n"

@@ -33,8 +33,7 @@ from joinlab import patterns
 from joinlab.generate import Record
 from joinlab.in_memory import restart
 
-# What the fast stage plays besides the events as sent: what it means when only that fails, and how
-# the input was played.
+# What the fast stage plays besides the events as sent: what it means when only that fails; how it plays.
 AS_SENT, RESTART, REORDERED = "as sent", "after a restart", "rows reordered"
 VARIANTS = {
     RESTART: ("passes in one process but not after a restart: state kept outside the handle's state variables "
@@ -145,11 +144,7 @@ def run(pattern: str, solution: ModuleType | None, scenario: Scenario, variant: 
             p = patterns.job(pattern).InMemory(solution)
             if variant == RESTART:  # a new processor object before every batch, over the state so far
                 batch = p.batch
-
-                def restarted(*args, **kwargs):
-                    restart(p)
-                    return batch(*args, **kwargs)
-                p.batch = restarted
+                p.batch = lambda *args, **kwargs: restart(p) or batch(*args, **kwargs)  # restart returns None
             out = p.run([p.rows(batch) for batch in scenario.records(variant)])
             outcome.got = plain(p.views(out))
             outcome.dead = p.dead_letters(out) if hasattr(p, "dead_letters") else {}
@@ -170,8 +165,8 @@ def cause(outcomes: list[Outcome], key_name: str) -> str:
         return "; ".join(VARIANTS[o.variant][0] for o in outcomes if not o.ok)
     if outcomes[0].error:
         return "your code raised " + outcomes[0].error.splitlines()[-1]
-    return next(line.strip() for line in describe(outcomes[0], key_name) if line.startswith(f"  {key_name} ")
-                or line.startswith("  dead letter "))
+    return next(line.strip() for line in describe(outcomes[0], key_name)
+                if line.startswith((f"  {key_name} ", "  dead letter ")))
 
 
 def expected_by_reference(pattern: str, scenario: Scenario) -> dict:
@@ -185,9 +180,8 @@ def expected_by_reference(pattern: str, scenario: Scenario) -> dict:
 def dead_by_solution(pattern: str, scenario: Scenario) -> dict | None:
     """What the lab's solution dead-letters (key -> reason as compared), where the pattern's processors
     dead-letter keys (for --refresh: the reference computes views only)."""
-    outcome = run(pattern, None, scenario)
-    return None if outcome.error or not hasattr(patterns.job(pattern).InMemory, "dead_letters") else reasons(
-        outcome.dead)
+    return reasons(run(pattern, None, scenario).dead) if hasattr(patterns.job(pattern).InMemory, "dead_letters") \
+        else None
 
 
 def _short_traceback() -> str:
