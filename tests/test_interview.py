@@ -185,7 +185,7 @@ def test_the_live_stage_catches_what_the_scenarios_let_through_and_tells_each_ke
     assert f"restarted from its checkpoint at batch {live['restarted_at_batch']}" in live["stories"][0]
     told = [line for line in live["stories"] if "; its input, in arrival order:" in line]
     assert 1 <= len(told) <= 9 and re.search(r"^ +batch \d+ .*tweets\[\d+\]@\d+ ", text, re.M), text
-    assert f"The fast stage's restart failed too (tweet-before-its-author" in text and RESTARTED in text
+    assert "The fast stage's restart failed too (tweet-before-its-author" in text and RESTARTED in text
 
 
 def test_the_live_stage_refuses_a_broker_whose_topics_already_hold_records(monkeypatch, bootstrap):
