@@ -59,8 +59,8 @@ bench: install check-java ## Per pattern: tiny batch, steady rate, ceiling; twee
 interview: install ## Prepare a candidate workspace for PATTERN in workspace/PATTERN (no solution in it) and say what next
 	$(LAB) interview pack $(PATTERN) $(ARGS)
 
-interview-check: install check-java ## Grade PATTERN's SOLUTION (default: workspace/PATTERN's file, else the stub); HIDDEN=exercises/hidden adds the held-back scenarios
-	$(LAB) interview check $(PATTERN) $(if $(SOLUTION),--solution $(SOLUTION)) $(if $(HIDDEN),--hidden $(HIDDEN)) $(ARGS)
+interview-check: install check-java ## Grade PATTERN's SOLUTION (default: workspace/PATTERN's file, else the stub); HIDDEN=exercises/hidden adds the held-back scenarios; REPORT=FILE.md writes the interviewer's report
+	$(LAB) interview check $(PATTERN) $(if $(SOLUTION),--solution $(SOLUTION)) $(if $(HIDDEN),--hidden $(HIDDEN)) $(if $(REPORT),--report $(REPORT)) $(ARGS)
 
 broker-start: install ## Start the embedded Apache Kafka broker in the background (data in .lab/kafka)
 	$(LAB) broker start

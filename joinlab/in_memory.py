@@ -9,6 +9,9 @@ consumer of the output topic would (`views`: the last view per key, in the shape
 `actual`). Event-time pipelines model Spark's watermark (`EventTime`): a batch's watermark is the
 newest event time of the batches before it minus the delay, and after the input Spark runs one
 batch without data to fire what the final watermark has made due.
+
+Spark makes a new processor object for every task (each micro-batch's, after a restart, on another
+executor); one TwsTester keeps one object, and `restart` gives the stages what Spark gives them.
 """
 from __future__ import annotations
 
@@ -18,6 +21,26 @@ from pyspark.sql import Row
 from pyspark.sql.streaming.tws_tester import TwsTester
 
 NEVER_LATE = 2 ** 62  # a first stage's input has no watermark column, so Spark filters nothing there
+
+
+class Tester(TwsTester):
+    """A TwsTester over `make()`, which `restart` can replace with a new object over the same state."""
+
+    def __init__(self, make: Callable[[], object], **options):
+        self.make = make
+        super().__init__(make(), **options)
+
+
+def restart(pipeline) -> None:
+    """New processor objects (__init__ and init) for every stage of a pipeline (an `InMemory`), on the
+    same handles: a TwsTester's handle keeps the state variables by name (getValueState of a name it
+    knows returns that state), the timers and the watermark, as a checkpoint does; and
+    handleInitialState is not called again, as in Spark."""
+    for stage in vars(pipeline).values():
+        if isinstance(stage, Tester):
+            stage.processor.close()
+            stage.processor = stage.make()
+            stage.processor.init(stage.handle)
 
 
 def feed(tester: TwsTester, rows: list[Row], key: Callable) -> list[Row]:

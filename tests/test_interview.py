@@ -20,15 +20,34 @@ WRONG = ROOT / "tests" / "wrong_answers"
 SOLUTIONS = {p: ROOT / "jobs" / e.module / "solution.py" for p, e in EXERCISES.items()}
 HIDDEN = ROOT / "exercises" / "hidden"
 
-# Each wrong answer of docs/interviewing.md, the scenario that exposes it, and (where the variant
-# has one) the switch that makes it right, so the scenario is seen to fail for that reason alone.
+RESTARTED = fast.VARIANTS[fast.RESTART][0]
+REORDERED = fast.VARIANTS[fast.REORDERED][0]
+# Each wrong answer of docs/interviewing.md, the scenario that exposes it (held back: "h/" before its
+# name), the cause the grader gives in one line, and (where the variant has one) the switch that
+# makes it right, so the scenario is seen to fail for that reason alone.
 WRONG_ANSWERS = [
-    ("tweet-views", "user_only", "tweet-before-its-author", None),
-    ("tweet-views", "user_only", "profile-update-re-emits-every-stored-tweet", None),
-    ("tweet-views", "last_arrival_wins", "stale-user-version-after-a-newer-one", None),
-    ("car-pollution", "range_scan", "a-zone-update-reaches-every-car-in-the-zone", ("RANGE_SCAN", False)),
-    ("lottery", "coupon_copy", "one-coupon-is-one-click", ("STORE_THE_DECREMENT", True)),
-    ("money-enrichment", "no_waiting", "a-transaction-before-its-session", None),
+    ("tweet-views", "user_only", "tweet-before-its-author", "tweet 10: expected {", None),
+    ("tweet-views", "user_only", "profile-update-re-emits-every-stored-tweet", "user_version=2 (got 1)", None),
+    ("tweet-views", "last_arrival_wins", "stale-user-version-after-a-newer-one", "tweet 11: expected user_version=2 "
+                                                                                 "(got 1)", None),
+    ("tweet-views", "empty_author", "an-author-who-never-arrives", "tweet 20: expected nothing, got {", None),
+    ("tweet-views", "row_by_row", "stale-user-version-after-a-newer-one", REORDERED, None),
+    ("tweet-views", "state_on_self", "tweet-before-its-author", RESTARTED, None),
+    ("car-pollution", "range_scan", "a-zone-update-reaches-every-car-in-the-zone", "car 3: expected reading_seq=1 "
+                                                                                   "(got None)", ("RANGE_SCAN", False)),
+    ("car-pollution", "state_on_self_car_pollution", "a-reading-reaches-a-car-that-arrived-before-it", RESTARTED, None),
+    ("lottery", "coupon_copy", "one-coupon-is-one-click", "entrants=1 (got 2)", ("STORE_THE_DECREMENT", True)),
+    ("lottery", "wall_clock_windows", "a-window-and-its-winner", "outcome winner 1 2026-01-01T00:00:00+00:00: "
+                                                                 "expected {", None),
+    ("lottery", "state_on_self_lottery", "a-window-and-its-winner", RESTARTED, None),
+    ("money-enrichment", "no_waiting", "a-transaction-before-its-session", "got nothing (dead-lettered: session not "
+                                                                           "found (HTTP 404))", None),
+    ("money-enrichment", "no_waiting", "h/several-transactions-wait-for-one-session", "got nothing (dead-lettered: "
+                                                                                      "session not found", None),
+    ("money-enrichment", "no_waiting", "a-re-sent-transaction-with-other-fields", "dead letter t1: expected reason "
+                                                                                  "'conflicting duplicate', got none",
+     None),
+    ("money-enrichment", "state_on_self_money_enrichment", "a-transaction-in-its-session", RESTARTED, None),
 ]
 
 
@@ -69,22 +88,51 @@ def test_every_stored_expectation_is_what_the_reference_says(pattern):
         assert scenario.expect, f"{scenario.path}: an empty expectation checks nothing"
         assert scenario.expect == fast.expected_by_reference(pattern, scenario), (
             f"{scenario.path} is stale: run `joinlab interview scenarios {pattern} --refresh`")
+        assert scenario.expect_dead == fast.dead_by_solution(pattern, scenario), (
+            f"{scenario.path}: its dead letters are stale: run `joinlab interview scenarios {pattern} --refresh`")
+    if pattern == "money-enrichment":  # its processors dead-letter conflicts: the scenarios say which
+        assert any(s.expect_dead for s in stored)
 
 
-@pytest.mark.parametrize("pattern,variant,scenario,switch", WRONG_ANSWERS,
-                         ids=[f"{v}-{s}" for _, v, s, _ in WRONG_ANSWERS])
-def test_a_common_wrong_answer_fails_on_the_scenario_the_guide_names(pattern, variant, scenario, switch, tmp_path):
-    report = check(pattern, WRONG / f"{variant}.py", live="never")
+@pytest.mark.parametrize("pattern,variant,scenario,cause,switch", WRONG_ANSWERS,
+                         ids=[f"{v}-{s}" for _, v, s, _, _ in WRONG_ANSWERS])
+def test_a_common_wrong_answer_fails_on_the_scenario_the_guide_names_with_its_cause(pattern, variant, scenario, cause,
+                                                                                     switch, tmp_path):
+    hidden, scenario = scenario.startswith("h/"), scenario.removeprefix("h/")
+    report = check(pattern, WRONG / f"{variant}.py", hidden_dir=HIDDEN if hidden else None, live="never")
     named = scenario_results(report)[scenario]
     assert not named["ok"] and not named["error"], named["details"]
-    assert f"FAIL {scenario}" in named["details"][0]
+    assert cause in named["cause"], named["cause"]
+    assert f"FAIL {scenario}" in named["details"][0] and f"FAIL {scenario}" in "\n".join(lines(report))
+    if cause in (RESTARTED, REORDERED):  # only the variant fails it, and the details say so
+        assert named["variants"][fast.AS_SENT] and f"  It {cause}." in named["details"]
     if switch:  # the same code with the mistake switched off passes that scenario
         name, value = switch
         right = tmp_path / f"{variant}_fixed.py"
         right.write_text((WRONG / f"{variant}.py").read_text().replace(f"{name} = {not value}", f"{name} = {value}"))
         assert scenario_results(check(pattern, right, live="never"))[scenario]["ok"]
     guide = (ROOT / "docs" / "interviewing.md").read_text()
-    assert scenario in guide, f"docs/interviewing.md must pair this wrong answer with {scenario}"
+    assert f"`{variant}.py`" in guide and scenario in guide, (
+        f"docs/interviewing.md must pair {variant}.py with {scenario}")
+
+
+def test_every_wrong_answer_is_paired_with_its_scenario():
+    files = {p.stem for p in WRONG.glob("*.py") if not p.name.startswith("_")}
+    assert files == {v for _, v, _, _, _ in WRONG_ANSWERS}
+
+
+@pytest.mark.parametrize("pattern", list(EXERCISES))
+def test_a_processor_that_keeps_its_state_on_itself_fails_fast_and_the_output_names_the_restart(pattern):
+    """It passes every scenario in one process: only the restart between batches shows it."""
+    module = exercise(pattern).module
+    wrong = WRONG / ("state_on_self.py" if pattern == "tweet-views" else f"state_on_self_{module}.py")
+    done = subprocess.run([sys.executable, "-m", "joinlab", "interview", "check", pattern, "--fast", "--solution",
+                           str(wrong)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f": {RESTARTED}" in done.stdout and "with a new processor object before each batch" in done.stdout
+    report = check(pattern, wrong, hidden_dir=HIDDEN, live="never")
+    assert all(s["variants"][fast.AS_SENT] for s in report["fast"]["scenarios"])
+    assert report["fast"]["failed"] >= 3
 
 
 def test_a_processor_that_raises_is_reported_with_its_own_line_not_a_crash(tmp_path):
@@ -126,10 +174,18 @@ def test_the_live_stage_runs_the_solution_in_the_real_job_restarts_it_and_verifi
 
 
 @pytest.mark.spark
-def test_the_live_stage_catches_what_the_scenarios_let_through(spark):
-    """--live runs the job even when scenarios fail: a wrong answer's mismatches are counted there too."""
-    report = check("tweet-views", WRONG / "user_only.py", live="always", count=600, spark=spark)
-    assert not report["ok"] and report["live"]["mismatches"] > 0 and report["live"]["error"] is None
+def test_the_live_stage_catches_what_the_scenarios_let_through_and_tells_each_key_s_story(spark):
+    """--live runs the job even when scenarios fail: a wrong answer's mismatches are counted there
+    too, a few keys of each kind are told with their input by batch, and the cause the fast stage
+    found (the restart) is named."""
+    report = check("tweet-views", WRONG / "state_on_self.py", live="always", count=600, spark=spark)
+    live = report["live"]
+    assert not report["ok"] and live["mismatches"] > 0 and live["error"] is None
+    text = "\n".join(lines(report))
+    assert f"restarted from its checkpoint at batch {live['restarted_at_batch']}" in live["stories"][0]
+    told = [line for line in live["stories"] if "; its input, in arrival order:" in line]
+    assert 1 <= len(told) <= 9 and re.search(r"^ +batch \d+ .*tweets\[\d+\]@\d+ ", text, re.M), text
+    assert "The fast stage's restart failed too (tweet-before-its-author" in text and RESTARTED in text
 
 
 def test_the_live_stage_refuses_a_broker_whose_topics_already_hold_records(monkeypatch, bootstrap):
@@ -186,6 +242,9 @@ def test_a_prompt_is_the_page_above_its_marker_and_holds_no_line_of_the_solution
     prompt = ex.prompt_text()
     assert ex.prompt().read_text().startswith(prompt.rstrip()) and "## Questions" in prompt
     assert "## State" not in prompt, "the solution's state layout belongs below the marker"
+    words = " ".join(prompt.split())
+    assert "a new processor object" in words and "rows in another order" in words, (
+        "the prompt says what the fast stage plays: a restart between batches, rows reordered")
     assert not below_the_marker(ex.prompt()) & {line.strip() for line in prompt.splitlines()}
 
 
@@ -209,7 +268,10 @@ def test_the_packed_prompt_is_the_page_above_the_marker_and_no_page_in_the_works
 
 def test_a_packed_workspace_holds_no_solution_and_no_reference(workspace):
     files = [p for p in workspace.rglob("*") if p.is_file()]
-    assert {"tweet_views.md", "README.md", "Makefile", "tweet_views.py", "expectation.json"} <= {p.name for p in files}
+    assert {"tweet_views.md", "README.md", "Makefile", "tweet_views.py", "expectation.json",
+            "interview-log.json"} <= {p.name for p in files}
+    assert "new processor object before every micro-batch" in " ".join((workspace / "README.md").read_text().split())
+    assert "packed" in json.loads((workspace / "interview-log.json").read_text())
     assert not [p for p in files if p.name == "solution.py" or "references" in p.parts or "bench" in p.parts]
     secrets = secret_lines()
     assert len(secrets) > 300, "the check must have something to look for"
@@ -250,3 +312,76 @@ def test_the_workspace_grades_on_its_own_the_stub_fails_and_a_right_answer_passe
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "6 of 6 passed" in done.stdout and re.search(r"tweet-views: (\d+) expected, \1 in output, 0 mismatches",
                                                         done.stdout), done.stdout
+    checks = json.loads((workspace / "interview-log.json").read_text())["checks"]
+    assert [(c["ok"], c["live"]) for c in checks] == [(False, None), (True, True)], "each check, timed, in the log"
+
+
+def test_a_live_failure_tells_each_failed_key_s_story_its_input_by_batch_and_the_restart():
+    """Pure: the progress of the two runs and the input topics as read back, no Spark."""
+    from joinlab.interview.live import stories
+    from joinlab.topics import Record
+    from joinlab.verify import compare
+
+    def progress(batch, start, end):
+        return {"batchId": batch, "sources": [{"startOffset": start and json.dumps({"tweets": {"0": start}}),
+                                               "endOffset": json.dumps({"tweets": {"0": end}, "users": {"0": 1}})}]}
+    inputs = [Record("users", 0, 0, b"1", b'{"user_id":1,"version":1}', 1),
+              Record("tweets", 0, 0, b"10", b'{"tweet_id":10,"user_id":1,"version":1}', 2),
+              Record("tweets", 0, 1, b"11", b'{"tweet_id":11,"user_id":1,"version":1}', 3),
+              Record("tweets", 0, 2, b"12", b'{"tweet_id":12,"user_id":2,"version":1}', 4)]
+    expect = {"10": {"tweet_id": 10, "user_id": 1, "tweet_version": 1, "user_version": 1},
+              "11": {"tweet_id": 11, "user_id": 1, "tweet_version": 1, "user_version": 1}}
+    got = {"11": {"tweet_id": 11, "user_id": 1, "tweet_version": 1, "user_version": 0}}
+    report = compare("tweet-views", expect, got, lambda v: (v["tweet_version"], v["user_version"]))
+    text = stories(report, expect, got, inputs, [progress(0, None, 1), progress(1, 1, 2)], restarted_at=1)
+    assert text[0] == "The job stopped and restarted from its checkpoint at batch 1."
+    missing = text[text.index("missing 10; its input, in arrival order:"):text.index("stale 11; its input, in "
+                                                                                     "arrival order:")]
+    assert [line.split()[:2] for line in missing[1:3]] == [["batch", "0"], ["batch", "0"]]
+    assert "users[0]@0" in missing[1] and "tweets[0]@0" in missing[2] and "tweet_id\":11" not in "".join(missing)
+    assert missing[-2].startswith('  expected {"tweet_id": 10,') and missing[-2].endswith("}, got nothing")
+    stale = text[text.index("stale 11; its input, in arrival order:"):]
+    assert "batch 1 (after the restart)" in stale[2] and "tweets[0]@1" in stale[2]
+    assert stale[-1] == "  expected user_version=1 (got 0)"
+
+
+def test_the_interviewer_s_report_for_a_fail_and_a_pass_reads_back_with_causes_minutes_and_questions(tmp_path):
+    from datetime import datetime, timedelta, timezone
+
+    from joinlab.interview.report import LOG
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    packed = datetime.now(timezone.utc) - timedelta(minutes=30)
+    at = lambda minutes: (packed + timedelta(minutes=minutes)).isoformat(timespec="seconds")  # noqa: E731
+    (workspace / LOG).write_text(json.dumps({"packed": at(0), "checks": [
+        {"at": at(4), "ok": False, "live": None, "held_back": False},
+        {"at": at(21), "ok": True, "live": True, "held_back": False}]}))
+
+    def graded(solution: Path, name: str, *flags) -> str:
+        shutil.copy(solution, workspace / "tweet_views.py")
+        done = subprocess.run([sys.executable, "-m", "joinlab", "interview", "check", "tweet-views", "--fast",
+                               "--solution", str(workspace / "tweet_views.py"), "--report", str(tmp_path / name),
+                               *flags], cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert done.returncode == (0 if "pass" in name else 1), done.stdout + done.stderr
+        return (tmp_path / name).read_text()
+
+    failed = graded(WRONG / "state_on_self.py", "fail.md")
+    assert "# Interview report: tweet-views" in failed and "**FAIL**" in failed
+    assert "| scenario | as sent | after a restart | rows reordered | cause |" in failed
+    assert f"| tweet-before-its-author | ok | **FAIL** | ok | {RESTARTED} |" in failed
+    assert "| a-duplicate | ok | ok | ok |  |" in failed
+    assert "Live stage: not run (every scenario must pass first" in failed
+    assert "First check: 4 min after the pack." in failed and "First full pass (every scenario and the live stage): " \
+                                                              "21 min after the pack." in failed
+    questions = failed[failed.index("## Questions from the guide"):]
+    assert "`state_on_self.py`" in questions and "**after a restart**" in questions
+    assert "where does your state live between two micro-batches" in questions
+    assert "Two users merge accounts" not in questions, "follow-ups are for a pass"
+
+    passed = graded(SOLUTIONS["tweet-views"], "pass.md", "--hidden", str(HIDDEN))
+    assert "**PASS**" in passed and "**FAIL**" not in passed
+    assert "| update-and-new-tweets-in-one-batch (held back) | ok | ok | ok |  |" in passed
+    assert "3 checks by the candidate" in passed, "the interviewer's run with --hidden is not the candidate's"
+    assert "Two users merge accounts" in passed[passed.index("## Questions from the guide"):]
+    checks = json.loads((workspace / LOG).read_text())["checks"]
+    assert [(c["ok"], c["held_back"]) for c in checks[2:]] == [(False, False), (True, True)]

@@ -15,12 +15,11 @@ from types import ModuleType
 
 from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
-from pyspark.sql.streaming.tws_tester import TwsTester
 
 from joinlab import solutions
 from joinlab.events import (Check, EventSchema, Route, micros, moment, parse_events, parse_time, route_columns,
                             route_of, valid_events)
-from joinlab.in_memory import feed, last_by_version
+from joinlab.in_memory import Tester, feed, last_by_version
 
 ARRIVALS_TOPIC, READINGS_TOPIC = "car-arrivals", "zone-readings"
 OUTPUT_TOPIC, DEAD_LETTERS_TOPIC = "car-pollution", "car-pollution-dlq"
@@ -89,7 +88,7 @@ class InMemory:
 
     def __init__(self, solution: ModuleType | None = None):
         stages = solutions.of(SOLUTION, PROCESSORS, solution)
-        self.moves, self.zones = TwsTester(stages.CarMovesProcessor()), TwsTester(stages.ZoneCarsProcessor())
+        self.moves, self.zones = Tester(stages.CarMovesProcessor), Tester(stages.ZoneCarsProcessor)
 
     def rows(self, records) -> list[Row]:
         """Valid input records as stage 1's rows."""

@@ -19,14 +19,13 @@ from types import ModuleType
 
 from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
-from pyspark.sql.streaming.tws_tester import TwsTester
 
 from jobs.lottery.given import EVENT_COLUMNS, FLOW, LOTTERY, REJECTION, USER, WINNER, Draw
 from jobs.lottery.rules import BOUGHT, CLICKED, STARTED, WINDOW_US, settings
 from joinlab import solutions
 from joinlab.events import (Check, EventSchema, Route, micros, moment, parse_events, parse_time, route_columns,
                             route_of, valid_events)
-from joinlab.in_memory import NEVER_LATE, EventTime, advance, feed, out_ms
+from joinlab.in_memory import NEVER_LATE, EventTime, Tester, advance, feed, out_ms
 
 LOTTERY_TOPIC, USER_TOPIC = "lottery-events", "user-events"
 WINNERS_TOPIC, REJECTIONS_TOPIC, DEAD_LETTERS_TOPIC = "lottery-winners", "lottery-rejections", "lottery-dlq"
@@ -116,9 +115,9 @@ class InMemory:
         stages = solutions.of(SOLUTION, PROCESSORS, solution)
         config = settings() if seed is None or delay_ms is None else None
         self.seed = config.seed if seed is None else seed
-        self.gate = TwsTester(stages.LotteryGate(), timeMode="EventTime", eventTimeExtractor=lambda r: NEVER_LATE)
-        self.coupons = TwsTester(stages.Coupons(), timeMode="EventTime", eventTimeExtractor=out_ms)
-        self.draw = TwsTester(Draw(self.seed), timeMode="EventTime", eventTimeExtractor=out_ms)
+        self.gate = Tester(stages.LotteryGate, timeMode="EventTime", eventTimeExtractor=lambda r: NEVER_LATE)
+        self.coupons = Tester(stages.Coupons, timeMode="EventTime", eventTimeExtractor=out_ms)
+        self.draw = Tester(lambda: Draw(self.seed), timeMode="EventTime", eventTimeExtractor=out_ms)
         self.clock = EventTime(config.watermark_delay_ms if delay_ms is None else delay_ms)
 
     def rows(self, records) -> list[Row]:

@@ -15,7 +15,6 @@ from types import ModuleType
 
 from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
-from pyspark.sql.streaming.tws_tester import TwsTester
 
 from jobs.money_enrichment.given import (DEAD, ENRICHED, EVENT_COLUMNS, FLOW, SESSION, SESSION_START, TX, USER,
                                          USER_UPDATE, UserEnrich)
@@ -24,7 +23,7 @@ from jobs.money_enrichment.rules import TYPES, Settings, settings
 from joinlab import solutions
 from joinlab.events import (Check, EventSchema, Route, micros, moment, parse_events, parse_time, route_columns,
                             route_of, valid_events, validate)
-from joinlab.in_memory import NEVER_LATE, EventTime, feed, out_ms
+from joinlab.in_memory import NEVER_LATE, EventTime, Tester, feed, out_ms
 from joinlab.lookup import LookupService, LookupSettings
 
 TRANSACTIONS_TOPIC, SESSIONS_TOPIC, USERS_TOPIC = "money-transactions", "money-sessions", "money-users"
@@ -180,11 +179,11 @@ class InMemory:
         stages = solutions.of(SOLUTION, PROCESSORS, solution)
         self.config = config or settings()
         self.sessions, self.reads_topic = sessions if sessions is not None else {}, sessions is None
-        self.join = TwsTester(stages.SessionJoin(self.config), timeMode="EventTime",
-                              eventTimeExtractor=lambda r: NEVER_LATE)
+        self.join = Tester(lambda: stages.SessionJoin(self.config), timeMode="EventTime",
+                           eventTimeExtractor=lambda r: NEVER_LATE)
         initial = [((u.entity, u.entity_key), u) for u in users] or None
-        self.enrich = TwsTester(UserEnrich(self.config), initialStateRow=initial, timeMode="EventTime",
-                                eventTimeExtractor=out_ms)
+        self.enrich = Tester(lambda: UserEnrich(self.config), initialStateRow=initial, timeMode="EventTime",
+                             eventTimeExtractor=out_ms)
         self.clock, self.lookups = EventTime(self.config.watermark_delay_ms), []
 
     def rows(self, records) -> list[Row]:

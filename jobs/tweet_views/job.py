@@ -15,13 +15,12 @@ from types import ModuleType
 
 from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
-from pyspark.sql.streaming.tws_tester import TwsTester
 
 from joinlab import solutions
 from joinlab.config import duration_ms
 from joinlab.events import (Check, EventSchema, Route, micros, moment, parse_events, parse_time, route_columns,
                             route_of, valid_events)
-from joinlab.in_memory import feed, last_by_version
+from joinlab.in_memory import Tester, feed, last_by_version
 
 USERS_TOPIC, TWEETS_TOPIC = "users", "tweets"
 VIEWS_TOPIC, DEAD_LETTERS_TOPIC = "tweet-views", "tweet-views-dlq"
@@ -82,7 +81,7 @@ class InMemory:
 
     def __init__(self, solution: ModuleType | None = None):
         processor = solutions.of(SOLUTION, PROCESSORS, solution).TweetViewsProcessor
-        self.views_processor = TwsTester(processor(retention()))
+        self.views_processor = Tester(lambda: processor(retention()))
 
     def rows(self, records) -> list[Row]:
         """Valid input records as join_views' rows."""

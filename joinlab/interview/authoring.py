@@ -1,5 +1,6 @@
 """`joinlab interview scenarios PATTERN --refresh`: a scenario's expectation is written by the batch
-reference, never by hand, in one layout (an event per line) so that a diff shows what changed."""
+reference (its dead letters by the lab's solution), never by hand, in one layout (an event per
+line) so that a diff shows what changed."""
 from __future__ import annotations
 
 import json
@@ -13,8 +14,9 @@ def dump(scenario: fast.Scenario) -> str:
     batches = ",\n".join("  [\n" + ",\n".join("   " + json.dumps(e) for e in batch) + "\n  ]"
                          for batch in scenario.batches)
     expect = ",\n".join(f"  {json.dumps(k)}: {json.dumps(v)}" for k, v in scenario.expect.items())
+    dead = "" if scenario.expect_dead is None else f',\n "expect_dead": {json.dumps(scenario.expect_dead)}'
     return (f'{{\n "name": {json.dumps(scenario.name)},\n "says": {json.dumps(scenario.says)},\n'
-            f' "batches": [\n{batches}\n ],\n "expect": {{\n{expect}\n }}\n}}\n').replace("{\n\n }", "{}")
+            f' "batches": [\n{batches}\n ],\n "expect": {{\n{expect}\n }}{dead}\n}}\n').replace("{\n\n }", "{}")
 
 
 def refresh(pattern: str, directories: list[Path] | None = None) -> list[str]:
@@ -25,6 +27,7 @@ def refresh(pattern: str, directories: list[Path] | None = None) -> list[str]:
         for scenario in fast.load_dir(directory):
             before = scenario.path.read_text()
             scenario.expect = fast.expected_by_reference(pattern, scenario)
+            scenario.expect_dead = fast.dead_by_solution(pattern, scenario)
             after = dump(scenario)
             if after != before:
                 scenario.path.write_text(after)

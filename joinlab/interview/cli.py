@@ -26,6 +26,7 @@ def add_parser(sub) -> None:
     check.add_argument("--seed", type=int, default=7, help="the live stage's events (default 7)")
     check.add_argument("--count", type=int, default=1200, help="the live stage's event count (default 1200)")
     check.add_argument("--json", action="store_true", help="the report as JSON (for the interviewer)")
+    check.add_argument("--report", metavar="FILE", help="also write the interviewer's report (Markdown) to FILE")
     pack = actions.add_parser("pack", help="write a candidate workspace with no solution in it")
     pack.add_argument("pattern", choices=names)
     pack.add_argument("--out", metavar="DIR", help="the workspace folder (default: workspace/PATTERN)")

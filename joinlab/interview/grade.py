@@ -9,10 +9,12 @@ from __future__ import annotations
 import json
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 from joinlab import patterns, solutions
 from joinlab.interview import exercise
+from joinlab.interview import report as interviewer
 from joinlab.interview import scenarios as fast
 
 
@@ -32,25 +34,23 @@ def check(pattern: str, solution_file: Path, *, scenario_dir: Path | None = None
         return report
     found = fast.load_dir(scenario_dir or ex.scenarios()) + fast.load_dir(_hidden(hidden_dir, ex.module), hidden=True)
     for scenario in found:
-        outcome = fast.run(pattern, module, scenario)
-        report["fast"]["passed" if outcome.ok else "failed"] += 1
+        outcomes, shown = fast.graded(pattern, module, scenario)
+        report["fast"]["passed" if shown is None else "failed"] += 1
         report["fast"]["scenarios"].append({
-            "name": scenario.name, "hidden": scenario.hidden, "ok": outcome.ok, "error": outcome.error,
-            "details": [] if outcome.ok else fast.describe(outcome, ex.key),
-            "emitted_nothing": outcome.emitted_nothing})
+            "name": scenario.name, "hidden": scenario.hidden, "ok": shown is None, "error": outcomes[0].error,
+            "variants": {o.variant: o.ok for o in outcomes}, "cause": shown and fast.cause(outcomes, ex.key),
+            "details": [] if shown is None else fast.describe(shown, ex.key),
+            "emitted_nothing": outcomes[0].emitted_nothing})
     fast_ok = report["fast"]["failed"] == 0 and bool(found)
     if live == "always" or (live == "auto" and fast_ok):
         say("live stage: the real job with your processors (a minute or so)")
         from joinlab.interview import live as live_stage  # deferred: it starts Spark, the fast stage needs none
         result = live_stage.run(pattern, module, seed=seed, count=count, expectation=expectation, spark=spark, say=say)
-        report["live"] = {"ok": result.ok, "events": result.events, "expected": result.expected,
-                          "actual": result.actual, "mismatches": result.mismatches, "report": result.lines,
-                          "batches_before_restart": result.batches_before_restart,
-                          "restarted_at_batch": result.restarted_at_batch, "seconds": round(result.seconds, 1),
-                          "error": result.error}
+        report["live"] = dict(asdict(result), ok=result.ok, seconds=round(result.seconds, 1))
     live_ok = report["live"] is not None and report["live"]["ok"]
     report["ok"] = fast_ok and (live_ok or live == "never")
     report["seconds"] = round(time.monotonic() - began, 1)
+    report["log"] = interviewer.record(solution_file, report)
     return report
 
 
@@ -81,25 +81,14 @@ def lines(report: dict) -> list[str]:
     out += ["", f"Scenarios (fast stage, in memory): {sum(s['ok'] for s in visible)} of {len(visible)} passed"
             + (f"; held back: {sum(s['ok'] for s in held)} of {len(held)} passed" if held else "")]
     out += [f"  {'ok  ' if s['ok'] else 'FAIL'} {s['name']}" + (" (held back)" if s["hidden"] else "")
-            for s in f["scenarios"]]
+            + ("" if s["ok"] else f": {s['cause']}") for s in f["scenarios"]]
     for s in f["scenarios"]:
         if not s["ok"]:
             out += [""] + s["details"]
-    if f["scenarios"] and all(s["emitted_nothing"] for s in f["scenarios"] if not s["ok"]) and f["failed"] == len(
-            f["scenarios"]):
+    if f["scenarios"] and all(not s["ok"] and s["emitted_nothing"] for s in f["scenarios"]):
         out += ["", f"Your processors emitted nothing in any scenario: start in {', '.join(ex.writes)} "
                     f"(handleInputRows) in {report['solution']}."]
-    live = report["live"]
-    if live is None:
-        out += ["", "Live stage: not run" + (" (every scenario must pass first; --live runs it anyway)"
-                                             if f["failed"] else "")]
-    elif live["error"]:
-        out += ["", "Live stage: the job failed with your processors:"] + ["  " + x for x in live["error"].splitlines()]
-    else:
-        out += ["", f"Live stage: the real job on {live['events']} seeded events (disorder, duplicates, malformed "
-                    f"records), stopped after {live['batches_before_restart']} micro-batches and restarted from "
-                    f"its checkpoint at batch {live['restarted_at_batch']}, {live['seconds']:.0f} s:"]
-        out += ["  " + x for x in live["report"]]
+    out += [""] + interviewer.live_lines(report)
     verdict = "PASS" if report["ok"] else "FAIL"
     return out + ["", f"RESULT: {verdict} in {report['seconds']:.0f} s"]
 
@@ -115,4 +104,6 @@ def main(args) -> int:
                    expectation=Path(args.expectation) if args.expectation else None, live=live, seed=args.seed,
                    count=args.count, say=say)
     print(json.dumps(report, indent=2) if args.json else "\n".join(lines(report)))
+    if args.report:
+        Path(args.report).write_text(interviewer.markdown(report))
     return 0 if report["ok"] else 1

@@ -1,7 +1,8 @@
 """The grader's live stage: the candidate's processors in the pattern's real job (the same
 `build()` as the lab's), on a broker, on seeded events with disorder, duplicates and malformed
 records; stopped after a few micro-batches and restarted from its checkpoint; its output topic
-compared with the batch reference, as `joinlab verify` compares it.
+compared with the batch reference, as `joinlab verify` compares it. A failure tells the story of
+a few keys per kind of difference (`stories`).
 
 Where the reference is not at hand (a candidate's workspace from `joinlab interview pack`), the
 events and what the output must end with come from a file the pack wrote (`expectation`).
@@ -19,7 +20,7 @@ from joinlab import job as runner
 from joinlab import patterns
 from joinlab.demo import DEMO_DISORDER, demo_broker
 from joinlab.generate import Record, send
-from joinlab.interview.scenarios import default_settings, plain
+from joinlab.interview.scenarios import default_settings, differences, plain
 from joinlab.spark import session
 from joinlab.topics import create_topics, end_offsets, partitions_of, plain_consumer, read_topics
 from joinlab.verify import compare
@@ -31,7 +32,8 @@ class LiveResult:
     expected: int = 0
     actual: int = 0
     mismatches: int = 0
-    lines: list = field(default_factory=list)    # verify's report lines
+    report: list = field(default_factory=list)   # verify's report lines
+    stories: list = field(default_factory=list)  # a few failed keys, each with its input and output
     batches_before_restart: int = 0
     restarted_at_batch: int | None = None
     seconds: float = 0.0
@@ -93,21 +95,69 @@ def run(pattern: str, solution: ModuleType, *, seed: int = 7, count: int = 1200,
             _wait_for_batches(query, 2, timeout_s=300)
             result.batches_before_restart = len([p for p in query.recentProgress if p["numInputRows"]])
             query.stop()
-            result.error = _failure(query)
+            result.error, progress = _failure(query), list(query.recentProgress)
             if result.error is None:
                 say(f"stopped after {result.batches_before_restart} micro-batches; restarting from the checkpoint")
                 query = runner.start(spark, job, bootstrap, checkpoint, solution=solution, available_now=True)
                 query.awaitTermination()
-                result.error = _failure(query)
+                result.error, progress = _failure(query), progress + list(query.recentProgress)
                 if query.recentProgress:
                     result.restarted_at_batch = query.recentProgress[0]["batchId"]
         if result.error is None:
             got = plain(job.actual(read_topics(bootstrap, job.OUTPUT_TOPICS)))
             report = compare(pattern, expect, got, job.version)
             result.expected, result.actual, result.mismatches = report.expected, report.actual, report.mismatches
-            result.lines = report.lines()
+            result.report = report.lines()
+            if not report.ok:
+                result.stories = stories(report, expect, got, read_topics(bootstrap, job.INPUT_TOPICS), progress,
+                                         result.restarted_at_batch)
     result.seconds = time.monotonic() - began
     return result
+
+
+def stories(report, expect: dict, got: dict, inputs: list, progress: list, restarted_at: int | None,
+            per_kind: int = 3, shown: int = 8) -> list[str]:
+    """Up to `per_kind` missing, stale and mismatched keys, each with its input records (those keyed
+    by one of the view's ids, with that id) in arrival order, the micro-batch each came in, and the
+    view expected against the one that came out."""
+    spans = [(p["batchId"], topic, int(part), _offsets(s["startOffset"]).get(topic, {}).get(part, 0), end)
+             for p in progress for s in p["sources"] for topic, ends in _offsets(s["endOffset"]).items()
+             for part, end in ends.items()]
+    bodies = [(r, _body(r.value)) for r in inputs]
+    out = [f"The job stopped and restarted from its checkpoint at batch {restarted_at}."] if restarted_at else []
+    for kind in ("missing", "stale", "mismatched"):
+        for key in sorted(getattr(report, kind))[:per_kind]:
+            ids = {(f, str(v)) for f, v in expect[key].items() if f.endswith("_id") and v is not None}
+            mine = [(_batch(spans, r), r) for r, body in bodies
+                    if r.key is not None and any(r.key.decode() == v == str(body.get(f)) for f, v in ids)]
+            mine.sort(key=lambda m: (m[0] is None, m[0] or 0, m[1].timestamp_ms, m[1].offset))
+            out += ["", f"{kind} {key}; its input, in arrival order:"]
+            for b, r in mine[:shown]:
+                when = "not read" if b is None else f"batch {b}" + (
+                    " (after the restart)" if restarted_at is not None and b >= restarted_at else "")
+                out.append(f"    {when:<27} {r.topic}[{r.partition}]@{r.offset} {r.value.decode('utf-8', 'replace')}")
+            out += [f"    ... and {len(mine) - shown} more"] if len(mine) > shown else []
+            out.append(f"  expected {differences(expect[key], got[key])}" if key in got else
+                       f"  expected {json.dumps(expect[key], default=str)}, got nothing")
+    return out
+
+
+def _offsets(offsets) -> dict:
+    """A Kafka source's offsets in a progress: topic -> partition -> offset (JSON text; none at first)."""
+    return (json.loads(offsets) if isinstance(offsets, str) else offsets) or {}
+
+
+def _body(value: bytes | None) -> dict:
+    try:
+        return dict(json.loads(value))
+    except (TypeError, ValueError):  # a malformed record
+        return {}
+
+
+def _batch(spans: list, record) -> int | None:
+    """The micro-batch whose offsets (a progress' sources) hold `record`."""
+    return next((b for b, topic, part, start, end in spans
+                 if (topic, part) == (record.topic, record.partition) and start <= record.offset < end), None)
 
 
 def _records_on(bootstrap: str, topics: list[str]) -> dict[str, int]:

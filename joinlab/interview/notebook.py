@@ -26,15 +26,16 @@ def lab_solution(pattern: str) -> types.ModuleType:
 
 
 def run_scenarios(pattern: str, solution: types.ModuleType) -> pd.DataFrame:
-    """Every visible scenario through `solution`'s processors; prints each failure in words."""
+    """Every visible scenario through `solution`'s processors, as sent and in the grader's variants;
+    prints each failure in words."""
     job, ex = patterns.job(pattern), exercise(pattern)
     module = solutions.of(job.SOLUTION, job.PROCESSORS, solution)
     table = []
     for scenario in fast.load_dir(ex.scenarios()):
-        outcome = fast.run(pattern, module, scenario)
-        table.append({"scenario": scenario.name, "ok": outcome.ok})
-        if not outcome.ok:
-            print("\n".join(fast.describe(outcome, ex.key)), end="\n\n")
+        outcomes, shown = fast.graded(pattern, module, scenario)
+        table.append({"scenario": scenario.name, "ok": shown is None, **{o.variant: o.ok for o in outcomes}})
+        if shown is not None:
+            print("\n".join(fast.describe(shown, ex.key)), end="\n\n")
     passed = sum(row["ok"] for row in table)
     print(f"{passed} of {len(table)} scenarios passed" + ("" if passed < len(table) else ": on to the live stage"))
     return pd.DataFrame(table)

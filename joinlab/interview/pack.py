@@ -11,6 +11,7 @@ from pathlib import Path
 
 from joinlab.interview import ROOT, Exercise, exercise
 from joinlab.interview.live import write_expectation
+from joinlab.interview.report import LOG, now
 
 # What of the lab goes into a workspace: packages whole, less what holds or runs a solution. A
 # pattern's page (jobs/<module>/README.md) holds the solution below its marker: only its prompt goes.
@@ -51,9 +52,11 @@ def readme(ex: Exercise) -> str:
 
 1. Read `{ex.module}.md`: the data, the topics, what must come out, the questions to think about.
 2. Write your processor in `{ex.module}.py` (it runs as it is, and fails the grader).
-3. Grade it: `make check-fast` (the scenarios in `scenarios/`, in seconds), then `make check`
-   (also the real job: your processor on Kafka and Spark with out-of-order, duplicated and
-   malformed events, stopped and restarted from its checkpoint, compared with the right answer).
+3. Grade it: `make check-fast` (the scenarios in `scenarios/`, in seconds: each as sent, with a
+   new processor object before every micro-batch as after a restart, and with each batch's rows
+   in another order), then `make check` (also the real job: your processor on Kafka and Spark
+   with out-of-order, duplicated and malformed events, stopped and restarted from its
+   checkpoint, compared with the right answer). `interview-log.json` notes when you check.
 
 Needs Python 3.10+ and Java 17 (for Spark). The first `make` installs the lab into `.venv`.
 `lab/` holds what the job is made of: parsing, keying and wiring (`lab/jobs/`), the generators
@@ -77,6 +80,7 @@ def pack(pattern: str, out: Path, archive: bool = False) -> Path:
     write_expectation(pattern, out / "expectation.json", seed=7, count=1200)
     (out / "Makefile").write_text(makefile(ex))
     (out / "README.md").write_text(readme(ex))
+    (out / LOG).write_text(f'{{"packed": "{now()}", "checks": []}}\n')  # each check appends to it
     if archive:
         with tarfile.open(f"{out}.tar.gz", "w:gz") as tar:
             tar.add(out, arcname=out.name)

@@ -11,7 +11,12 @@ same for every candidate and every machine.
      "expect": {"10": {...}}}
 
 `expect` is written by the reference (`joinlab interview scenarios --refresh`), never by hand, and
-a test keeps every stored expectation equal to what the reference says today.
+a test keeps every stored expectation equal to what the reference says today. Where the pattern's
+processors dead-letter keys (money enrichment), `expect_dead` (key -> the reason's words before
+its first ":") says what must reach the dead-letter topic, written by the lab's solution.
+
+Every scenario also runs as Spark may run it (VARIANTS): with a new processor object before every
+micro-batch (in_memory.restart), and with each batch's rows in another order (`reordered`).
 """
 from __future__ import annotations
 
@@ -26,6 +31,17 @@ from types import ModuleType
 
 from joinlab import patterns
 from joinlab.generate import Record
+from joinlab.in_memory import restart
+
+# What the fast stage plays besides the events as sent: what it means when only that fails; how it plays.
+AS_SENT, RESTART, REORDERED = "as sent", "after a restart", "rows reordered"
+VARIANTS = {
+    RESTART: ("passes in one process but not after a restart: state kept outside the handle's state variables "
+              "is lost", "input, in arrival order, with a new processor object before each batch over the same "
+              "state (Spark makes one for every micro-batch, and on a restart):"),
+    REORDERED: ("depends on the order of rows within a micro-batch", "input, each batch's rows in another order "
+                "(Spark keeps only the order of records with the same topic and key):"),
+}
 
 
 @dataclass
@@ -36,22 +52,45 @@ class Scenario:
     expect: dict
     path: Path | None = None
     hidden: bool = False
+    expect_dead: dict | None = None  # None: the pattern's processors dead-letter nothing
 
-    def records(self) -> list[list[Record]]:
+    def batches_as(self, variant: str = AS_SENT) -> list[list[dict]]:
+        return [reordered(b) for b in self.batches] if variant == REORDERED else self.batches
+
+    def records(self, variant: str = AS_SENT) -> list[list[Record]]:
         return [[Record(e["topic"], str(e["key"]).encode(), json.dumps(e["value"]).encode(), "event") for e in batch]
-                for batch in self.batches]
+                for batch in self.batches_as(variant)]
+
+
+def reordered(batch: list[dict]) -> list[dict]:
+    """The batch reversed, except that events of the same topic and key keep their order: they share
+    a Kafka partition, read in order; any other two events can reach a processor either way."""
+    same = {}
+    for e in batch:
+        same.setdefault((e["topic"], str(e["key"])), []).append(e)
+    return [same[(e["topic"], str(e["key"]))].pop(0) for e in reversed(batch)]
+
+
+def reasons(dead: dict) -> dict:
+    """Dead letters' reasons as compared: the words before the first ":" (the rest is free text)."""
+    return {key: text.split(":")[0].strip() for key, text in dead.items()}
 
 
 @dataclass
 class Outcome:
     scenario: Scenario
+    variant: str = AS_SENT
     got: dict = field(default_factory=dict)
     error: str | None = None  # the candidate's code raised: its traceback, shortened
     dead: dict = field(default_factory=dict)  # key -> reason, for the patterns whose job dead-letters a key
 
     @property
+    def dead_ok(self) -> bool:
+        return self.scenario.expect_dead in (None, reasons(self.dead))
+
+    @property
     def ok(self) -> bool:
-        return self.error is None and self.got == self.scenario.expect
+        return self.error is None and self.got == self.scenario.expect and self.dead_ok
 
     @property
     def emitted_nothing(self) -> bool:
@@ -71,7 +110,8 @@ def plain(value):
 
 def load(path: Path, hidden: bool = False) -> Scenario:
     body = json.loads(path.read_text())
-    return Scenario(body["name"], body["says"], body["batches"], body.get("expect", {}), path, hidden)
+    return Scenario(body["name"], body["says"], body["batches"], body.get("expect", {}), path, hidden,
+                    body.get("expect_dead"))
 
 
 def load_dir(directory: Path | None, hidden: bool = False) -> list[Scenario]:
@@ -96,19 +136,37 @@ def default_settings():
         os.environ.update(saved)
 
 
-def run(pattern: str, solution: ModuleType | None, scenario: Scenario) -> Outcome:
+def run(pattern: str, solution: ModuleType | None, scenario: Scenario, variant: str = AS_SENT) -> Outcome:
     """The scenario's batches through the solution's processors; the views a consumer keeps."""
-    outcome = Outcome(scenario)
+    outcome = Outcome(scenario, variant)
     try:
         with default_settings():
             p = patterns.job(pattern).InMemory(solution)
-            batches = [p.rows(batch) for batch in scenario.records()]
-            out = p.run(batches)
+            if variant == RESTART:  # a new processor object before every batch, over the state so far
+                batch = p.batch
+                p.batch = lambda *args, **kwargs: restart(p) or batch(*args, **kwargs)  # restart returns None
+            out = p.run([p.rows(batch) for batch in scenario.records(variant)])
             outcome.got = plain(p.views(out))
             outcome.dead = p.dead_letters(out) if hasattr(p, "dead_letters") else {}
     except Exception:  # the candidate's code: any error is a result to show, not a crash
         outcome.error = _short_traceback()
     return outcome
+
+
+def graded(pattern: str, solution: ModuleType | None, scenario: Scenario) -> tuple[list[Outcome], Outcome | None]:
+    """The scenario as sent and in every variant; and the outcome to show: the first failed one."""
+    outcomes = [run(pattern, solution, scenario, variant) for variant in (AS_SENT, *VARIANTS)]
+    return outcomes, next((o for o in outcomes if not o.ok), None)
+
+
+def cause(outcomes: list[Outcome], key_name: str) -> str:
+    """A failed scenario's cause in one line: the variants that alone fail it, or its first difference."""
+    if outcomes[0].ok:
+        return "; ".join(VARIANTS[o.variant][0] for o in outcomes if not o.ok)
+    if outcomes[0].error:
+        return "your code raised " + outcomes[0].error.splitlines()[-1]
+    return next(line.strip() for line in describe(outcomes[0], key_name)
+                if line.startswith((f"  {key_name} ", "  dead letter ")))
 
 
 def expected_by_reference(pattern: str, scenario: Scenario) -> dict:
@@ -117,6 +175,13 @@ def expected_by_reference(pattern: str, scenario: Scenario) -> dict:
     records = [r for batch in scenario.records() for r in batch]
     with default_settings():
         return plain(reference.expected(records))
+
+
+def dead_by_solution(pattern: str, scenario: Scenario) -> dict | None:
+    """What the lab's solution dead-letters (key -> reason as compared), where the pattern's processors
+    dead-letter keys (for --refresh: the reference computes views only)."""
+    return reasons(run(pattern, None, scenario).dead) if hasattr(patterns.job(pattern).InMemory, "dead_letters") \
+        else None
 
 
 def _short_traceback() -> str:
@@ -134,11 +199,15 @@ def _short_traceback() -> str:
 # --- Telling a candidate what went wrong -----------------------------------------------------------
 
 def describe(outcome: Outcome, key_name: str) -> list[str]:
-    """A failed scenario in words: what it checks, its input in arrival order, and per key what was
-    expected and what came out (only the fields that differ)."""
+    """A failed scenario in words: what it checks, the variant that failed it, its input in arrival
+    order, and per key what was expected and what came out (only the fields that differ)."""
     s = outcome.scenario
-    out = [f"FAIL {s.name}" + (" (held back)" if s.hidden else ""), f"  {s.says}", "  input, in arrival order:"]
-    for number, batch in enumerate(s.batches, 1):
+    out = [f"FAIL {s.name}" + (" (held back)" if s.hidden else ""), f"  {s.says}"]
+    if outcome.variant in VARIANTS:
+        out += [f"  It {VARIANTS[outcome.variant][0]}.", f"  {VARIANTS[outcome.variant][1]}"]
+    else:
+        out += ["  input, in arrival order:"]
+    for number, batch in enumerate(s.batches_as(outcome.variant), 1):
         for event in batch:
             out.append(f"    batch {number}  {event['topic']:<18} {json.dumps(event['value'], separators=(',', ':'))}")
     if outcome.error:
@@ -153,11 +222,19 @@ def describe(outcome: Outcome, key_name: str) -> list[str]:
         elif key not in want:
             out.append(f"  {key_name} {key}: expected nothing, got {_brief(got[key])}")
         elif got[key] != want[key]:
-            fields = list(want[key]) + [f for f in got[key] if f not in want[key]]
-            diff = [f"{f}={want[key].get(f)!r} (got {got[key].get(f)!r})" for f in fields
-                    if want[key].get(f) != got[key].get(f)]
-            out.append(f"  {key_name} {key}: expected " + ", ".join(diff))
+            out.append(f"  {key_name} {key}: expected {differences(want[key], got[key])}")
+    if not outcome.dead_ok:
+        want, dead = s.expect_dead, reasons(outcome.dead)
+        out += [f"  dead letter {key}: expected " + (f"reason {want[key]!r}" if key in want else "none")
+                + (f", got {outcome.dead[key]!r}" if key in dead else ", got none")
+                for key in sorted(set(want) | set(dead)) if want.get(key) != dead.get(key)]
     return out
+
+
+def differences(want: dict, got: dict) -> str:
+    """The fields of two views that differ: `name=expected (got actual), ...`."""
+    return ", ".join(f"{f}={want.get(f)!r} (got {got.get(f)!r})" for f in list(want) + [f for f in got if f not in want]
+                     if want.get(f) != got.get(f))
 
 
 def _brief(view: dict, fields: int = 6) -> str:
