@@ -1,6 +1,11 @@
 """Wrong answer: the lab's money_enrichment processors with their state in dicts on the processor object
 (tests/wrong_answers/_on_self.py): right in one process, wrong after a restart."""
+import sys
+from pathlib import Path
+
 from jobs.money_enrichment import solution
-from tests.wrong_answers._on_self import on_self
+
+sys.path.insert(0, str(Path(__file__).parent))  # graded as a file: its helper is the file beside it
+from _on_self import on_self  # noqa: E402
 
 SessionJoin = on_self(solution.SessionJoin)
