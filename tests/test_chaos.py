@@ -325,7 +325,7 @@ def test_the_spark_worker_killed_mid_stream_the_job_waits_says_so_and_goes_on_on
     import time
 
     from joinlab.stack import procs
-    from tests.conftest import ROOT
+    from tests.conftest import ROOT, SHORT_LIVED_JVM
     from tests.test_lab_stack import joinlab, lab_env, port_of
     pattern, job = "tweet-views", patterns.job("tweet-views")
     env = lab_env(tmp_path)
@@ -341,7 +341,8 @@ def test_the_spark_worker_killed_mid_stream_the_job_waits_says_so_and_goes_on_on
         log = open(log_path, "wb")
         run = subprocess.Popen([sys.executable, "-m", "joinlab", "run", pattern, "--available-now",
                                 "--max-offsets-per-trigger", "400", "--checkpoint", str(checkpoint)],
-                               cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                               cwd=ROOT, env={**env, "SPARK_SUBMIT_OPTS": SHORT_LIVED_JVM}, stdout=log,
+                               stderr=subprocess.STDOUT, start_new_session=True)
         wait_for(lambda: len(committed_batches(checkpoint)) >= 2 or run.poll() is not None, 300,
                  "two committed batches")
         assert run.poll() is None, log_path.read_text()[-3000:]
