@@ -8,6 +8,8 @@ import json
 import os
 import random
 import re
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -16,8 +18,8 @@ from joinlab import patterns
 from joinlab.generate import Disorder, send
 from joinlab.topics import create_topics, read_topics
 from joinlab.verify import verify
-from tests.conftest import (committed_batches, kill_group, re_emitted, records_in, run_job_to_end,
-                            run_pattern_process, sigkill_when, wait_for)
+from tests.conftest import (committed_batches, delete_all_topics, kill_group, re_emitted, records_in,
+                            run_job_to_end, run_pattern_process, sigkill_when, wait_for)
 
 pytestmark = pytest.mark.spark
 
@@ -51,33 +53,73 @@ def finish_and_verify(spark, pattern: str, bootstrap: str, checkpoint) -> int:
     return re_emitted(read_topics(bootstrap, job.OUTPUT_TOPICS))
 
 
-@pytest.mark.timeout(1800)  # two JVM starts per case: minutes on a loaded 2-core machine
-@pytest.mark.parametrize("pattern", list(patterns.PATTERNS))
-def test_sigkilled_mid_write_and_after_a_commit_and_restarted_each_time(spark, bootstrap, tmp_path, pattern,
-                                                                       record_property):
-    """`joinlab run PATTERN` is SIGKILLed $LAB_CHAOS_KILLS times (default 2), new input arriving
-    between the runs: the first run mid-write (as soon as its first new output records are on the
-    topic, so the batch writing them may be written in part), the next just after a commit, and
-    so on in turn. A last run on the same checkpoint (in this process) must resume it and give the
-    reference's output. Every pattern meets both kill points."""
+SIGKILLED = "test_sigkilled_mid_write_and_after_a_commit_and_restarted_each_time"
+AT_ONCE = 2  # patterns whose kill rounds run side by side: two short-lived JVMs (conftest.SHORT_LIVED_JVM) on 2 cores
+
+
+def kill_rounds(pattern: str, bootstrap: str, home, stopping: threading.Event):
+    """`joinlab run PATTERN` SIGKILLed $LAB_CHAOS_KILLS times (default 2) on one checkpoint under
+    `home`, new input sent before each run: the first mid-write (as soon as its first new output
+    records are on the topic, so the batch writing them may be written in part), the next just
+    after a commit, and so on in turn; then the last input. Returns the checkpoint and the kill
+    points. `stopping` ends it early (the module's teardown)."""
     rng = random.Random(f"{pattern}-{os.environ.get('LAB_CHAOS_SEED', '13')}")
     job = patterns.job(pattern)
     create_topics(bootstrap, job.INPUT_TOPICS + job.OUTPUT_TOPICS)
     kills_wanted = int(os.environ.get("LAB_CHAOS_KILLS", "2"))
     parts = chunks(events(pattern, rng.randrange(1000), 100 * (kills_wanted + 1)), kills_wanted + 1)
-    checkpoint = tmp_path / "cp"
+    checkpoint = home / "cp"
     kills = []
     for round_, part in enumerate(parts[:-1]):
         send(bootstrap, part, progress=False)
         outputs_before, commits_before = records_in(bootstrap, job.OUTPUT_TOPICS), len(committed_batches(checkpoint))
         if round_ % 2 == 0:
-            point, condition = "mid-write", lambda: records_in(bootstrap, job.OUTPUT_TOPICS) > outputs_before
+            point, reached = "mid-write", lambda: records_in(bootstrap, job.OUTPUT_TOPICS) > outputs_before
         else:
-            point, condition = "after a commit", lambda: len(committed_batches(checkpoint)) > commits_before
-        sigkill_when(pattern, bootstrap, checkpoint, tmp_path, condition, f"kill point {point}",
-                     log_name=f"kill{round_}", timeout_s=480, interval_s=0.2)
+            point, reached = "after a commit", lambda: len(committed_batches(checkpoint)) > commits_before
+        sigkill_when(pattern, bootstrap, checkpoint, home, lambda: stopping.is_set() or reached(),
+                     f"kill point {point}", log_name=f"kill{round_}", timeout_s=600, interval_s=0.2)
+        if stopping.is_set():
+            raise RuntimeError(f"{pattern}: stopped before kill point {point}")
         kills.append(point)
     send(bootstrap, parts[-1], progress=False)
+    return checkpoint, kills
+
+
+@pytest.fixture(scope="module")
+def killed_runs(request, kafka, tmp_path_factory):
+    """The kill rounds (kill_rounds) of every pattern this session runs test_sigkilled... for,
+    started in the background in the tests' order, AT_ONCE at a time, each pattern on its own
+    topics, checkpoint and processes: one pattern's `joinlab run` starts while another's is killed
+    or verified, rather than each waiting for the last. On the session's broker, the earlier
+    tests' topics deleted once: these tests do not take `bootstrap`, whose per-test clean-up would
+    delete the topics of the patterns still running."""
+    wanted = [item.callspec.params["pattern"] for item in request.session.items
+              if getattr(item, "originalname", None) == SIGKILLED and item.module is request.module]
+    bootstrap = kafka.bootstrap_servers
+    delete_all_topics(bootstrap)
+    stopping = threading.Event()
+    with ThreadPoolExecutor(max_workers=AT_ONCE, thread_name_prefix="chaos") as pool:
+        runs = {pattern: pool.submit(kill_rounds, pattern, bootstrap, tmp_path_factory.mktemp(pattern), stopping)
+                for pattern in wanted}
+        yield bootstrap, runs
+        stopping.set()  # only runs whose test did not wait for them (a failed or interrupted session) go on: end them
+        for run in runs.values():
+            run.cancel()
+
+
+@pytest.mark.timeout(1800)  # two JVM starts per pattern, two patterns at a time: minutes on a loaded 2-core machine
+@pytest.mark.parametrize("pattern", list(patterns.PATTERNS))
+def test_sigkilled_mid_write_and_after_a_commit_and_restarted_each_time(spark, killed_runs, pattern,
+                                                                       record_property):
+    """`joinlab run PATTERN` is SIGKILLed $LAB_CHAOS_KILLS times (default 2), new input arriving
+    between the runs: the first run mid-write (as soon as its first new output records are on the
+    topic, so the batch writing them may be written in part), the next just after a commit, and
+    so on in turn (kill_rounds, in the background: `killed_runs`). A last run on the same
+    checkpoint (in this process) must resume it and give the reference's output. Every pattern
+    meets both kill points."""
+    bootstrap, runs = killed_runs
+    checkpoint, kills = runs[pattern].result(timeout=1500)
     twice = finish_and_verify(spark, pattern, bootstrap, checkpoint)
     record_property("kills", kills)
     record_property("re_emitted", twice)
@@ -283,7 +325,7 @@ def test_the_spark_worker_killed_mid_stream_the_job_waits_says_so_and_goes_on_on
     import time
 
     from joinlab.stack import procs
-    from tests.conftest import ROOT
+    from tests.conftest import ROOT, SHORT_LIVED_JVM
     from tests.test_lab_stack import joinlab, lab_env, port_of
     pattern, job = "tweet-views", patterns.job("tweet-views")
     env = lab_env(tmp_path)
@@ -299,7 +341,8 @@ def test_the_spark_worker_killed_mid_stream_the_job_waits_says_so_and_goes_on_on
         log = open(log_path, "wb")
         run = subprocess.Popen([sys.executable, "-m", "joinlab", "run", pattern, "--available-now",
                                 "--max-offsets-per-trigger", "400", "--checkpoint", str(checkpoint)],
-                               cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                               cwd=ROOT, env={**env, "SPARK_SUBMIT_OPTS": SHORT_LIVED_JVM}, stdout=log,
+                               stderr=subprocess.STDOUT, start_new_session=True)
         wait_for(lambda: len(committed_batches(checkpoint)) >= 2 or run.poll() is not None, 300,
                  "two committed batches")
         assert run.poll() is None, log_path.read_text()[-3000:]
