@@ -87,13 +87,13 @@ def stop(spark: SparkSession) -> None:
     maintenance task scheduled after the session stops, and where the JVM lives on (a notebook
     kernel, `joinlab demo all`) its next run finds no SparkEnv and logs a warning with a stack.
     StateStore.stop() unloads the stores and cancels the task; a session that never ran a stateful
-    query has none, and the call does nothing. Likewise the Kafka connector keeps its producers open
-    in the JVM after the session stops, and each one logs its lost connection when the broker stops:
-    they are closed first."""
-    stores = state_stores(spark)
+    query has none, and the call does nothing. It goes before the session's stop: a maintenance run
+    that fires while the session stops finds no SparkEnv either. Likewise the Kafka connector keeps
+    its producers open in the JVM after the session stops, and each one logs its lost connection
+    when the broker stops: they are closed first."""
+    state_stores(spark).stop()
     kafka_producers(spark).reset()
     spark.stop()
-    stores.stop()
 
 
 def state_stores(spark: SparkSession):
