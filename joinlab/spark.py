@@ -140,6 +140,15 @@ def connector_conf() -> dict[str, str]:
     return {"spark.jars": ",".join(map(str, jars.jars(jars.connector_bundle())))}
 
 
+# How long the broker may hold a fetch open waiting for more data. Kafka's default, 500 ms, is
+# paid by about every task that reads a topic: the connector's consumer ends a task on a fetch
+# the broker holds for its full wait (Spark's own KafkaDataConsumer log shows "read 1 records,
+# taking 504554479 nanos"). 50 ms takes a tiny micro-batch's Kafka tasks from ~550 ms to ~110 ms
+# (docs/benchmarks.md); a task only reads offsets that exist, so the shorter wait adds no
+# polling of an idle topic.
+FETCH_MAX_WAIT_MS = "50"
+
+
 def read_kafka(spark: SparkSession, bootstrap: str, topics: list[str], starting: str = "earliest",
                max_offsets_per_trigger: int | None = None, fail_on_data_loss: bool = True) -> DataFrame:
     """A streaming DataFrame over `topics`. With `fail_on_data_loss` (the default) a query stops
@@ -149,7 +158,8 @@ def read_kafka(spark: SparkSession, bootstrap: str, topics: list[str], starting:
               .option("kafka.bootstrap.servers", bootstrap)
               .option("subscribe", ",".join(topics))
               .option("startingOffsets", starting)
-              .option("failOnDataLoss", str(fail_on_data_loss).lower()))
+              .option("failOnDataLoss", str(fail_on_data_loss).lower())
+              .option("kafka.fetch.max.wait.ms", FETCH_MAX_WAIT_MS))
     if max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", str(max_offsets_per_trigger))
     return reader.load()
