@@ -22,6 +22,7 @@ from joinlab.demo import DEMO_DISORDER, demo_broker
 from joinlab.generate import Record, send
 from joinlab.interview.scenarios import default_settings, differences, plain
 from joinlab.spark import session
+from joinlab.status import offsets
 from joinlab.topics import create_topics, end_offsets, partitions_of, plain_consumer, read_topics
 from joinlab.verify import compare
 
@@ -120,8 +121,8 @@ def stories(report, expect: dict, got: dict, inputs: list, progress: list, resta
     """Up to `per_kind` missing, stale and mismatched keys, each with its input records (those keyed
     by one of the view's ids, with that id) in arrival order, the micro-batch each came in, and the
     view expected against the one that came out."""
-    spans = [(p["batchId"], topic, int(part), _offsets(s["startOffset"]).get(topic, {}).get(part, 0), end)
-             for p in progress for s in p["sources"] for topic, ends in _offsets(s["endOffset"]).items()
+    spans = [(p["batchId"], topic, int(part), offsets(s["startOffset"]).get(topic, {}).get(part, 0), end)
+             for p in progress for s in p["sources"] for topic, ends in offsets(s["endOffset"]).items()
              for part, end in ends.items()]
     bodies = [(r, _body(r.value)) for r in inputs]
     out = [f"The job stopped and restarted from its checkpoint at batch {restarted_at}."] if restarted_at else []
@@ -140,11 +141,6 @@ def stories(report, expect: dict, got: dict, inputs: list, progress: list, resta
             out.append(f"  expected {differences(expect[key], got[key])}" if key in got else
                        f"  expected {json.dumps(expect[key], default=str)}, got nothing")
     return out
-
-
-def _offsets(offsets) -> dict:
-    """A Kafka source's offsets in a progress: topic -> partition -> offset (JSON text; none at first)."""
-    return (json.loads(offsets) if isinstance(offsets, str) else offsets) or {}
 
 
 def _body(value: bytes | None) -> dict:
