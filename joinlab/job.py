@@ -43,7 +43,7 @@ def start(spark: SparkSession, job: ModuleType, bootstrap: str, checkpoint: str,
     if name:
         writer = writer.queryName(name)
     writer = writer.trigger(availableNow=True) if available_now else writer.trigger(processingTime=trigger_interval)
-    with configured(spark, job):
+    with session_conf(spark, getattr(job, "SPARK_CONF", {})):  # kept in the query's checkpoint
         return writer.start()
 
 
@@ -93,14 +93,6 @@ def check_state_layout(job: ModuleType, checkpoint: str, solution: ModuleType | 
             f"processor, which this version does not read: continuing would ignore every key's stored "
             f"state. Run `joinlab run PATTERN --reset` to start again from the topics "
             f"(or keep the old checkpoint and choose another with --checkpoint DIR).")
-
-
-@contextlib.contextmanager
-def configured(spark: SparkSession, job: ModuleType):
-    """The job's own Spark settings (`SPARK_CONF`, e.g. the state encoding) while a query of it
-    starts: Spark keeps them in the query's checkpoint, and the session is left as it was."""
-    with session_conf(spark, getattr(job, "SPARK_CONF", {})):
-        yield
 
 
 @contextlib.contextmanager

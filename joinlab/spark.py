@@ -140,12 +140,10 @@ def connector_conf() -> dict[str, str]:
     return {"spark.jars": ",".join(map(str, jars.jars(jars.connector_bundle())))}
 
 
-# How long the broker may hold a fetch open waiting for more data. Kafka's default, 500 ms, is
-# paid by about every task that reads a topic: the connector's consumer ends a task on a fetch
-# the broker holds for its full wait (Spark's own KafkaDataConsumer log shows "read 1 records,
-# taking 504554479 nanos"). 50 ms takes a tiny micro-batch's Kafka tasks from ~550 ms to ~110 ms
-# (docs/benchmarks.md); a task only reads offsets that exist, so the shorter wait adds no
-# polling of an idle topic.
+# How long the broker may hold a fetch open waiting for more data. The connector's consumer ends a
+# task on a fetch the broker holds for its full wait, so Kafka's default (500 ms) is paid by about
+# every task that reads a topic. A task only reads offsets that exist, so a shorter wait adds no
+# polling of an idle topic. Measured in docs/benchmarks.md.
 FETCH_MAX_WAIT_MS = "50"
 
 

@@ -152,15 +152,7 @@ def parse_output(value: bytes) -> dict:
 
 def actual(records: list) -> dict[int, dict]:
     """The last record of each car on the output topic, by version (not by arrival)."""
-    views: dict[int, dict] = {}
-    for record in records:
-        if record.topic != OUTPUT_TOPIC:
-            continue
-        candidate = parse_output(record.value)
-        current = views.get(candidate["car_id"])
-        if current is None or version(candidate) > version(current):
-            views[candidate["car_id"]] = candidate
-    return views
+    return last_by_version([parse_output(r.value) for r in records if r.topic == OUTPUT_TOPIC], "car_id", version)
 
 
 def version(v: dict) -> tuple[int, int, int]:

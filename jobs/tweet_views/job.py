@@ -116,16 +116,8 @@ def view(tweet: dict, user: dict) -> dict:
 
 def actual(records: list) -> dict[int, dict]:
     """The last view of each tweet on the output topic: the highest (tweet, author) versions."""
-    views: dict[int, dict] = {}
-    for record in records:
-        if record.topic != VIEWS_TOPIC:
-            continue
-        body = json.loads(record.value)
-        candidate = view(body["tweet"], body["author"])
-        current = views.get(candidate["tweet_id"])
-        if current is None or version(candidate) > version(current):
-            views[candidate["tweet_id"]] = candidate
-    return views
+    bodies = [json.loads(r.value) for r in records if r.topic == VIEWS_TOPIC]
+    return last_by_version([view(b["tweet"], b["author"]) for b in bodies], "tweet_id", version)
 
 
 def version(v: dict) -> tuple[int, int]:
