@@ -175,7 +175,8 @@ def cmd_compare(args) -> int:
 
 
 def cmd_lab(args) -> int:
-    from joinlab.stack import StackError, lab
+    from joinlab.stack import lab
+    from joinlab.stack.procs import StackError
     try:
         if args.action == "up":
             return lab.up(generators=args.generators, rate=args.rate, duration=args.duration)

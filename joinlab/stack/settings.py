@@ -55,7 +55,7 @@ def dotenv() -> dict[str, str]:
     values = {}
     for line in text.splitlines():
         match = re.match(r"\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*)$", line)
-        if match and not line.lstrip().startswith("#"):
+        if match:
             values[match.group(1)] = match.group(2).strip().strip("\"'")
     return values
 
@@ -72,9 +72,6 @@ def port(key: str) -> int:
     return int(text)
 
 
-_bindable = bindable  # one check for every port the lab listens on (joinlab.broker)
-
-
 def check_free(keys: list[str]) -> None:
     """Fail before starting anything when one of the ports is taken, naming it and its variable."""
     chosen = {key: port(key) for key in keys}
@@ -82,7 +79,7 @@ def check_free(keys: list[str]) -> None:
     if twice:
         raise StackError(f"port {sorted(twice)[0]} is configured for two services; give each its own "
                          f"({', '.join(PORTS[k].env for k in keys)})")
-    taken = [key for key, number in chosen.items() if not _bindable(number)]
+    taken = [key for key, number in chosen.items() if not bindable(number)]
     if taken:
         lines = [f"port {chosen[k]} ({PORTS[k].what}) is taken on {HOST}: set {PORTS[k].env} to a free port "
                  f"(e.g. {PORTS[k].env}={_suggest(chosen[k])}) or stop what listens there "
@@ -92,7 +89,7 @@ def check_free(keys: list[str]) -> None:
 
 def _suggest(number: int) -> int:
     for candidate in range(number + 100, min(number + 200, 65535)):
-        if _bindable(candidate):
+        if bindable(candidate):
             return candidate
     return 0
 
