@@ -118,7 +118,8 @@ def summary(bootstrap: str, master: Service, worker: Service, jupyter: Service, 
     out(f"  Spark worker UI   {worker.url}")
     out(f"  JupyterLab        {jupyter.url}/lab?token={jupyter.extra['token']}   <- open this one")
     out(f"  Session lookup    {lookup.url}   token from {lookup.extra['token_from']}")
-    out(f"  Spark UI of a job http://{settings.HOST}:4040   (each job and notebook prints its own: the next takes 4041, ...)")
+    out(f"  Spark UI of a job http://{settings.HOST}:4040   (each job and notebook prints its own: "
+        "the next takes 4041, ...)")
     out(f"Run a job on the master:  {lab} run {pattern}   (jobs and notebooks use {master.url} while it runs;")
     out("                          SPARK_MASTER=local[*] runs one in-process instead)")
     out(f"Events at a rate:         {lab} lab generate {pattern} --rate 50")

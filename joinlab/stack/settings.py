@@ -83,7 +83,8 @@ def check_free(keys: list[str]) -> None:
     if taken:
         lines = [f"port {chosen[k]} ({PORTS[k].what}) is taken on {HOST}: set {PORTS[k].env} to a free port "
                  f"(e.g. {PORTS[k].env}={_suggest(chosen[k])}) or stop what listens there "
-                 f"(`ss -ltnp 'sport = :{chosen[k]}'` or `lsof -iTCP:{chosen[k]} -sTCP:LISTEN` shows it)" for k in taken]
+                 f"(`ss -ltnp 'sport = :{chosen[k]}'` or `lsof -iTCP:{chosen[k]} -sTCP:LISTEN` shows it)"
+                 for k in taken]
         raise StackError("\n".join(lines))
 
 
