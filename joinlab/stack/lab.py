@@ -21,6 +21,7 @@ from joinlab.stack.services import JUPYTER, LOOKUP, MASTER, WORKER
 from joinlab.topics import create_topics
 
 CORE = [MASTER, WORKER, JUPYTER, LOOKUP]
+# Each service's ports (keys of settings.PORTS), checked to be free before it starts.
 LISTENS_ON = {MASTER: ["master", "master-ui"], WORKER: ["worker-ui"], JUPYTER: ["jupyter"], LOOKUP: ["lookup"]}
 
 
@@ -130,7 +131,6 @@ def generate(pattern: str, rate: float | None = None, count: int | None = None, 
              extra_args: list[str] | None = None, out=print) -> Service:
     """One pattern's generator in the background, against the running broker."""
     name = services.gen_name(pattern)
-    patterns.module_name(pattern)  # unknown pattern: a message that lists the known ones
     existing = procs.load(name)
     if procs.is_running(existing):
         raise StackError(f"{name} already runs (pid {existing.pid}); stop it with `joinlab lab down {name}`")

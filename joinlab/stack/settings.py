@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import re
 import secrets
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -102,18 +101,16 @@ def jupyter_token() -> str:
         return token
     token = secrets.token_hex(16)
     path = env_file()
-    if not path.exists():
-        example = project_dir() / ".env.example"
-        if example.exists():
-            shutil.copyfile(example, path)
-        else:
-            path.touch()
-    path.chmod(0o600)
-    text = path.read_text()
-    if re.search(r"^JUPYTER_TOKEN=.*$", text, re.M):
-        text = re.sub(r"^JUPYTER_TOKEN=.*$", f"JUPYTER_TOKEN={token}", text, count=1, flags=re.M)
+    if path.exists():
+        text = path.read_text()
     else:
+        example = project_dir() / ".env.example"
+        text = example.read_text() if example.exists() else ""
+    text, replaced = re.subn(r"^JUPYTER_TOKEN=.*$", f"JUPYTER_TOKEN={token}", text, count=1, flags=re.M)
+    if not replaced:
         text += ("" if text.endswith("\n") or not text else "\n") + f"JUPYTER_TOKEN={token}\n"
+    path.touch()
+    path.chmod(0o600)  # before the token is in it
     path.write_text(text)
     return token
 
