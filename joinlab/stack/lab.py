@@ -207,17 +207,14 @@ def ps(out=print) -> int:
     return 0
 
 
-def log_files() -> dict[str, Path]:
-    files = {p.stem: p for p in sorted(procs.logs_dir().glob("*.log"))}
-    broker_log = lab_home() / "broker.log"  # the background broker's (joinlab.broker.start_background)
-    return {"broker": broker_log, **files} if broker_log.exists() else files
-
-
 def logs(service: str | None = None, lines: int = 50, follow: bool = True, out=print) -> int:
     if marker() == "compose":
         return _compose(["logs", "--tail", str(lines), *(["-f"] if follow else []), *([service] if service else [])],
                         out)
-    files = log_files()
+    files = {p.stem: p for p in sorted(procs.logs_dir().glob("*.log"))}
+    broker_log = lab_home() / "broker.log"  # the background broker's (joinlab.broker.start_background)
+    if broker_log.exists():
+        files = {"broker": broker_log, **files}
     if service and service not in files:
         raise StackError(f"no log for {service!r}; logs exist for: {', '.join(files) or 'nothing yet'}")
     chosen = [files[service]] if service else list(files.values())

@@ -191,15 +191,11 @@ def jupyter_healthy(jupyter: Service) -> bool:
 
 # --- The session lookup service (money-enrichment) ---------------------------------------------
 
-def lookup_url() -> str:
-    return f"http://{HOST}:{port('lookup')}"
-
-
 def lookup_env() -> dict[str, str]:
     """What a client of the lookup service needs (JupyterLab gets it): its URL, and its token when
     one is configured (else clients read the token file the service writes)."""
     token = setting("LAB_LOOKUP_TOKEN", "")
-    return {"MONEY_LOOKUP_URL": lookup_url(), **({"LAB_LOOKUP_TOKEN": token} if token else {})}
+    return {"MONEY_LOOKUP_URL": f"http://{HOST}:{port('lookup')}", **({"LAB_LOOKUP_TOKEN": token} if token else {})}
 
 
 def start_lookup(bootstrap: str) -> Service:
@@ -207,7 +203,7 @@ def start_lookup(bootstrap: str) -> Service:
     env.update(lookup_env())  # LAB_LOOKUP_TOKEN from .env too: environment only, never in `ps` output
     cmd = [sys.executable, "-m", "joinlab.lookup", "--bootstrap", bootstrap, "--port", str(port("lookup"))]
     where = "$LAB_LOOKUP_TOKEN" if env.get("LAB_LOOKUP_TOKEN") else str(token_file(env))
-    return procs.spawn(LOOKUP, cmd, "joinlab.lookup", env, url=lookup_url(), extra={"token_from": where})
+    return procs.spawn(LOOKUP, cmd, "joinlab.lookup", env, url=env["MONEY_LOOKUP_URL"], extra={"token_from": where})
 
 
 # What `make up` waits for and `make ps` calls healthy: each service's check, and what it checks.
