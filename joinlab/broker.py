@@ -163,8 +163,8 @@ def _launch(data_dir: Path, port: int, controller_port: int, log_path: Path,
 
 
 def start_broker(port: int | None = None, log_path: Path | None = None, detach: bool = False,
-                 data_dir: Path | None = None, controller_port: int | None = None,
-                 ) -> tuple[subprocess.Popen, BrokerInfo]:
+                 data_dir: Path | None = None,
+                 controller_port: int | None = None) -> tuple[subprocess.Popen, BrokerInfo]:
     """Start Kafka on `port` (or a free one, tried three times: another process may take it between
     choosing and binding) with its log directory in `data_dir` (formatted if new, else continued),
     and wait until it answers with its cluster id."""
