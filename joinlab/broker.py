@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -22,6 +23,7 @@ import subprocess
 import tempfile
 import time
 import uuid
+from contextlib import suppress
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -34,6 +36,7 @@ HOST = "127.0.0.1"
 RETENTION = {"log.retention.bytes": str(128 << 20), "log.segment.bytes": str(32 << 20),
              "log.retention.hours": "24", "log.retention.check.interval.ms": "60000"}
 HEAP = "-Xms128m -Xmx512m"
+READY_TIMEOUT_S = 60.0
 
 
 class BrokerError(RuntimeError):
@@ -65,25 +68,19 @@ def answers_as(bootstrap: str, cluster_id: str | None, timeout_s: float = 2.0) -
     """True when a metadata request to `bootstrap` succeeds (and reports `cluster_id`, if given)."""
     from kafka import KafkaAdminClient
     from kafka.errors import KafkaConfigurationError, KafkaError
-    unreachable = (KafkaError, OSError)
     host, _, port = bootstrap.split(",")[0].rpartition(":")
     try:
         socket.create_connection((host, int(port)), timeout=timeout_s).close()
-    except OSError:
-        return False
-    try:
         admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=int(timeout_s * 1000),
                                  bootstrap_timeout_ms=int(timeout_s * 1000))
-    except KafkaConfigurationError:
+        try:
+            return cluster_id is None or admin.describe_cluster().get("cluster_id") == cluster_id
+        finally:
+            admin.close()
+    except KafkaConfigurationError:  # a mistake in the settings, not a broker that does not answer
         raise
-    except unreachable:
+    except (KafkaError, OSError):
         return False
-    try:
-        return cluster_id is None or admin.describe_cluster().get("cluster_id") == cluster_id
-    except unreachable:
-        return False
-    finally:
-        admin.close()
 
 
 def java() -> str:
@@ -137,12 +134,8 @@ logger.started.level = INFO
 def cluster_id_of(data_dir: Path) -> str | None:
     """The cluster id a formatted log directory belongs to (its meta.properties), else None."""
     meta = data_dir / "data" / "meta.properties"
-    if not meta.is_file():
-        return None
-    for line in meta.read_text().splitlines():
-        if line.startswith("cluster.id="):
-            return line.split("=", 1)[1].strip()
-    return None
+    found = re.search(r"^cluster\.id=(.*)$", meta.read_text(), re.M) if meta.is_file() else None
+    return found.group(1).strip() if found else None
 
 
 def _launch(data_dir: Path, port: int, controller_port: int, log_path: Path,
@@ -162,26 +155,26 @@ def _launch(data_dir: Path, port: int, controller_port: int, log_path: Path,
         if done.returncode != 0:
             raise BrokerError(f"Kafka could not format its log directory {data_dir}: "
                               + (done.stderr.strip() or done.stdout.strip())[-600:])
-    log = open(log_path, "ab")
-    proc = subprocess.Popen([*base[:1], *HEAP.split(), "-XX:+UseG1GC", "-Djava.awt.headless=true", *base[1:],
-                             "kafka.Kafka", str(config)], stdout=log, stderr=subprocess.STDOUT,
-                            stdin=subprocess.DEVNULL, start_new_session=detach)
-    log.close()
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen([*base[:1], *HEAP.split(), "-XX:+UseG1GC", "-Djava.awt.headless=true", *base[1:],
+                                 "kafka.Kafka", str(config)], stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=detach)
     return proc, cluster_id
 
 
 def start_broker(port: int | None = None, log_path: Path | None = None, detach: bool = False,
-                 data_dir: Path | None = None, controller_port: int | None = None,
-                 attempts: int = 3, ready_timeout_s: float = 60.0) -> tuple[subprocess.Popen, BrokerInfo]:
-    """Start Kafka on `port` (or a free one, retried `attempts` times) with its log directory in
-    `data_dir` (formatted if new, else continued), and wait until it answers with its cluster id."""
+                 data_dir: Path | None = None,
+                 controller_port: int | None = None) -> tuple[subprocess.Popen, BrokerInfo]:
+    """Start Kafka on `port` (or a free one, tried three times: another process may take it between
+    choosing and binding) with its log directory in `data_dir` (formatted if new, else continued),
+    and wait until it answers with its cluster id."""
     log_path = Path(log_path or lab_home() / "broker.log")
     data_dir = Path(data_dir or tempfile.mkdtemp(prefix="kafka-", dir=lab_home()))
     last_problem = ""
-    for _ in range(attempts if port is None else 1):
+    for _ in range(3 if port is None else 1):
         chosen, chosen_controller = port or free_port(), controller_port or free_port()
         proc, cluster_id = _launch(data_dir, chosen, chosen_controller, log_path, detach)
-        deadline = time.monotonic() + ready_timeout_s
+        deadline = time.monotonic() + READY_TIMEOUT_S
         while time.monotonic() < deadline:
             if proc.poll() is not None:
                 last_problem = (f"it exited with code {proc.returncode} (port {chosen} or {chosen_controller} taken?)")
@@ -192,7 +185,7 @@ def start_broker(port: int | None = None, log_path: Path | None = None, detach: 
             time.sleep(0.1)
         else:
             stop_process(proc.pid)
-            last_problem = f"it did not answer within {ready_timeout_s:.0f}s"
+            last_problem = f"it did not answer within {READY_TIMEOUT_S:.0f}s"
     raise BrokerError(f"The embedded Kafka broker did not start: {last_problem}. See its log: {log_path}"
                       + (f". Choose another port than {port}." if port else ""))
 
@@ -204,23 +197,18 @@ def stop_process(pid: int, grace_s: float = 20.0) -> None:
     except ProcessLookupError:
         return
     deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline:
-        if not _alive(pid):
+    while _alive(pid):
+        if time.monotonic() > deadline:
+            with suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
             return
         time.sleep(0.05)
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 def _alive(pid: int) -> bool:
-    try:
-        reaped, _ = os.waitpid(pid, os.WNOHANG)
-        if reaped == pid:
+    with suppress(ChildProcessError):
+        if os.waitpid(pid, os.WNOHANG)[0] == pid:  # our own child, exited: reaped now
             return False
-    except ChildProcessError:
-        pass
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -267,12 +255,9 @@ def _state_file() -> Path:
 
 
 def _saved() -> BrokerInfo | None:
-    path = _state_file()
-    if not path.exists():
-        return None
     try:
-        return BrokerInfo(**json.loads(path.read_text()))
-    except (TypeError, ValueError):  # a state file of another broker: nothing of it runs now
+        return BrokerInfo(**json.loads(_state_file().read_text()))
+    except (OSError, TypeError, ValueError):  # none, or a state file of another broker: nothing of it runs now
         return None
 
 
@@ -304,10 +289,9 @@ def start_background(port: int | None = None) -> BrokerInfo:
         return info
     data_dir = lab_home() / "kafka"
     last = json.loads((data_dir / PORTS).read_text()) if (data_dir / PORTS).is_file() else {}
-    if port is None and last.get("port") and bindable(last["port"]):
-        port = last["port"]
-    controller = last.get("controller_port") if last.get("controller_port") and bindable(last["controller_port"]) else None
-    _, info = start_broker(port, detach=True, data_dir=data_dir, controller_port=controller)
+    free_last = {key: number for key, number in last.items() if bindable(number)}
+    _, info = start_broker(port or free_last.get("port"), detach=True, data_dir=data_dir,
+                           controller_port=free_last.get("controller_port"))
     (data_dir / PORTS).write_text(json.dumps({"port": info.port, "controller_port": info.controller_port}))
     _state_file().write_text(json.dumps(asdict(info)))
     return info

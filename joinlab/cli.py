@@ -6,8 +6,10 @@ that need none (broker, topics, lab, generate) answer at once."""
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
+import tempfile
 
 from joinlab import broker, patterns
 from joinlab.broker import BrokerError
@@ -16,20 +18,16 @@ from joinlab.solutions import SolutionError
 
 
 def cmd_broker(args) -> int:
-    if args.action == "start":
-        info = broker.start_background(args.port)
-        print(f"embedded broker: Apache Kafka {info.version} running at {info.bootstrap_servers} "
-              f"(pid {info.pid}, data {info.data_dir}, log {info.log_path})")
-    elif args.action == "stop":
+    if args.action == "stop":
         info = broker.stop_background()
         print(f"stopped the embedded broker (pid {info.pid})" if info else "no embedded broker was running")
-    else:
-        info = broker.running_broker()
-        if not info:
-            print("embedded broker: not running (start it with `make broker-start`)")
-            return 1
-        print(f"embedded broker: Apache Kafka {info.version} running at {info.bootstrap_servers} "
-              f"(pid {info.pid}, data {info.data_dir}, log {info.log_path})")
+        return 0
+    info = broker.start_background(args.port) if args.action == "start" else broker.running_broker()
+    if not info:
+        print("embedded broker: not running (start it with `make broker-start`)")
+        return 1
+    print(f"embedded broker: Apache Kafka {info.version} running at {info.bootstrap_servers} "
+          f"(pid {info.pid}, data {info.data_dir}, log {info.log_path})")
     return 0
 
 
@@ -70,6 +68,7 @@ def cmd_run(args) -> int:
     from joinlab.spark import executors, session, ui_url
     from joinlab.status import follow, observed
     from joinlab.topics import create_topics
+    command = f"joinlab run {args.pattern}"  # job errors say `joinlab run PATTERN`: this pattern's in its place
     bootstrap = broker.bootstrap_servers()
     create_topics(bootstrap, patterns.all_topics(args.pattern))
     checkpoint = args.checkpoint or str(lab_home() / "checkpoints" / args.pattern)
@@ -77,7 +76,7 @@ def cmd_run(args) -> int:
         shutil.rmtree(checkpoint, ignore_errors=True)
     problem = _unwritable(checkpoint)
     if problem:
-        print(f"joinlab run {args.pattern}: the checkpoint directory {checkpoint} is not writable ({problem}). "
+        print(f"{command}: the checkpoint directory {checkpoint} is not writable ({problem}). "
               "Free some space or fix its permissions, or choose another with --checkpoint DIR.", file=sys.stderr)
         return 2
     job = patterns.job(args.pattern)
@@ -91,8 +90,7 @@ def cmd_run(args) -> int:
                                  name=args.pattern.replace("-", "_"), solution=solution,
                                  fail_on_data_loss=args.fail_on_data_loss == "true")
         except runner.CheckpointError as exc:
-            print(f"joinlab run {args.pattern}: {exc}".replace("joinlab run PATTERN", f"joinlab run {args.pattern}"),
-                  file=sys.stderr)
+            print(f"{command}: {str(exc).replace('joinlab run PATTERN', command)}", file=sys.stderr)
             return 1
         ui = ui_url(spark)
         print(f"{args.pattern}: running, checkpoint {checkpoint}" + ("" if args.available_now else " (Ctrl-C stops)")
@@ -102,8 +100,8 @@ def cmd_run(args) -> int:
             follow(query, job, args.pattern, shown="quiet" if args.quiet else "json" if args.json else "line",
                    executors=lambda: executors(spark))
         except Exception as exc:  # the query failed: say why in a person's words, not a JVM stack
-            text = runner.failure(exc).replace("joinlab run PATTERN", f"joinlab run {args.pattern}")
-            print(f"joinlab run {args.pattern}: the job stopped. {text}\nCheckpoint: {checkpoint}", file=sys.stderr)
+            text = runner.failure(exc).replace("joinlab run PATTERN", command)
+            print(f"{command}: the job stopped. {text}\nCheckpoint: {checkpoint}", file=sys.stderr)
             return 1
     return 0
 
@@ -111,8 +109,6 @@ def cmd_run(args) -> int:
 def _unwritable(directory: str) -> str | None:
     """Why `directory` cannot take a checkpoint (create it, write a file in it), or None. Checked
     before Spark starts, so the error is one line, and no half-written checkpoint is left."""
-    import os
-    import tempfile
     try:
         os.makedirs(directory, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=directory, prefix=".write-probe-"):
@@ -136,7 +132,6 @@ def cmd_verify(args) -> int:
 
 
 def cmd_state(args) -> int:
-    import os
     from joinlab.config import lab_home
     checkpoint = args.checkpoint or str(lab_home() / "checkpoints" / args.pattern)
     if not os.path.isdir(os.path.join(checkpoint, "state")):
@@ -172,10 +167,9 @@ def cmd_compare(args) -> int:
     return patterns.alternatives(args.pattern).main(args.rest)
 
 
-
-
 def cmd_lab(args) -> int:
-    from joinlab.stack import StackError, lab
+    from joinlab.stack import lab
+    from joinlab.stack.procs import StackError
     try:
         if args.action == "up":
             return lab.up(generators=args.generators, rate=args.rate, duration=args.duration)
@@ -202,7 +196,8 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--port", type=int, help="listen on this port (default: a free one)")
     b.set_defaults(func=cmd_broker)
 
-    t = sub.add_parser("topics", help="create, list or tail topics (on $KAFKA_BOOTSTRAP_SERVERS or the embedded broker)")
+    t = sub.add_parser("topics", help="create, list or tail topics (on $KAFKA_BOOTSTRAP_SERVERS or the "
+                                      "embedded broker)")
     t_sub = t.add_subparsers(dest="action", required=True)
     tc = t_sub.add_parser("create", help="create the topics of the given patterns (default: all)")
     tc.add_argument("patterns", nargs="*", metavar="PATTERN", help=f"one of: {', '.join(names)}")
@@ -293,21 +288,11 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    # `compare PATTERN` and `generate PATTERN` hand every flag (--help too) to their own parsers.
-    if argv[:1] == ["compare"] and len(argv) > 1 and argv[1] in patterns.PATTERNS:
-        return _run(argparse.Namespace(func=cmd_compare, pattern=argv[1], rest=argv[2:]))
-    if argv[:1] == ["generate"] and len(argv) > 2 and argv[1] in patterns.PATTERNS:
-        return _run(argparse.Namespace(func=cmd_generate, pattern=argv[1], rest=argv[2:]))
     args, extra = parser().parse_known_args(argv)
     if args.command == "lab" and args.action == "generate":
         args.rest = extra  # `lab generate` hands unknown flags to the generator
     elif extra:
         parser().error(f"unrecognized arguments: {' '.join(extra)}")
-    return _run(args)
-
-
-def _run(args) -> int:
     try:
         return args.func(args)
     except (BrokerError, JarsError, SolutionError) as exc:

@@ -79,10 +79,6 @@ def connector_bundle() -> Bundle:
     return Bundle("spark-kafka", spark_version(), connector_coordinates(), transitive=False)
 
 
-def bundles() -> list[Bundle]:
-    return [kafka_bundle(), connector_bundle()]
-
-
 def cache() -> Path:
     configured = os.environ.get("LAB_JARS")
     if configured:
@@ -166,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="only check that every bundle is in the cache")
     args = parser.parse_args(argv)
     try:
-        for bundle in bundles():
+        for bundle in (kafka_bundle(), connector_bundle()):
             folder = bundle.folder if args.check else fetch(bundle)
             found = jars(bundle)
             print(f"{bundle.name} {bundle.version}: {len(found)} jars in {folder}")

@@ -125,30 +125,22 @@ def log4j2_properties() -> str:
                 lines.append(f"logger.q{i}.level = ERROR")
             else:  # a logger takes one filter: its rules' messages as one alternation
                 regex = "|".join(f"(?:{rule.message})" for rule in rules)
-                lines += [f"logger.q{i}.filter.m.type = RegexFilter", f"logger.q{i}.filter.m.regex = {_escaped(regex)}",
+                regex = regex.replace("\\", "\\\\")  # a backslash starts an escape in a .properties file
+                lines += [f"logger.q{i}.filter.m.type = RegexFilter", f"logger.q{i}.filter.m.regex = {regex}",
                           f"logger.q{i}.filter.m.onMatch = DENY", f"logger.q{i}.filter.m.onMismatch = NEUTRAL"]
     return "\n".join(lines) + "\n"
 
 
-def _escaped(value: str) -> str:
-    """A value as a .properties file needs it (a backslash starts an escape there)."""
-    return value.replace("\\", "\\\\")
-
-
-def config_file(directory: Path) -> Path:
-    """The log4j2 configuration for the current level, written to `directory` (atomically: several
-    processes of the lab may start at once)."""
+def java_options(directory: Path) -> str:
+    """The JVM option for the log4j2 configuration of the current level, written to `directory`
+    (atomically: several processes of the lab may start at once)."""
     text = log4j2_properties()
     path = directory / f"log4j2-{level().lower()}.properties"
     if not path.exists() or path.read_text() != text:
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(text)
         tmp.replace(path)
-    return path
-
-
-def java_options(directory: Path) -> str:
-    return f"-Dlog4j2.configurationFile=file:{config_file(directory)}"
+    return f"-Dlog4j2.configurationFile=file:{path}"
 
 
 def quiet_line(line: str) -> bool:

@@ -22,7 +22,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from joinlab.broker import free_port
+from joinlab.broker import bindable, free_port
 from joinlab.stack import procs, settings
 from tests.conftest import wait_for
 
@@ -374,6 +374,6 @@ def test_down_stops_everything_and_frees_the_ports(stack):
                            text=True).stdout.split("\n")
     assert [line for line in alive if line.strip() and "Z" not in line.split()[-1]] == []
     for key in PORT_VARS:
-        assert settings._bindable(port_of(stack.env, key)), f"port of {key} still taken after down"
+        assert bindable(port_of(stack.env, key)), f"port of {key} still taken after down"
     assert ps_states(stack.env) == {name: "stopped" for name in CORE}
     assert not list((stack.home / "run").iterdir()) and not (stack.home / "stack").exists()

@@ -4,9 +4,3 @@
 `procs` owns PID files and stopping process trees, `settings` ports and `.env`, `services` how
 each service starts and when it is healthy. Everything lives under $LAB_HOME (default .lab/).
 """
-from __future__ import annotations
-
-from joinlab.stack.procs import StackError
-
-
-__all__ = ["StackError"]

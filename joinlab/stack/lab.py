@@ -15,13 +15,14 @@ from pathlib import Path
 
 from joinlab import broker, patterns
 from joinlab.config import lab_home
-from joinlab.lookup.client import health_problem
 from joinlab.stack import procs, services, settings
 from joinlab.stack.procs import Service, StackError
 from joinlab.stack.services import JUPYTER, LOOKUP, MASTER, WORKER
 from joinlab.topics import create_topics
 
 CORE = [MASTER, WORKER, JUPYTER, LOOKUP]
+# Each service's ports (keys of settings.PORTS), checked to be free before it starts.
+LISTENS_ON = {MASTER: ["master", "master-ui"], WORKER: ["worker-ui"], JUPYTER: ["jupyter"], LOOKUP: ["lookup"]}
 
 
 def marker() -> str:
@@ -45,6 +46,10 @@ def _joinlab() -> str:
         return str(exe)
 
 
+def _report(out, name: str, pid: int, was_running: bool) -> None:
+    out(f"  {name:<19}{'already running' if was_running else 'started'} (pid {pid})")
+
+
 def up(generators: bool = False, rate: float | None = None, duration: float | None = None, out=print) -> int:
     timeout_s = float(settings.setting("LAB_UP_TIMEOUT", "180"))
     current = {name: procs.load(name) for name in CORE}
@@ -54,63 +59,49 @@ def up(generators: bool = False, rate: float | None = None, duration: float | No
         running.discard(WORKER)
     existing_broker = broker.running_broker()
     settings.check_free(([] if existing_broker else ["broker"])
-                        + ([] if MASTER in running else ["master", "master-ui"])
-                        + ([] if WORKER in running else ["worker-ui"])
-                        + ([] if JUPYTER in running else ["jupyter"])
-                        + ([] if LOOKUP in running else ["lookup"]))
+                        + [key for name in CORE if name not in running for key in LISTENS_ON[name]])
     token = current[JUPYTER].extra["token"] if JUPYTER in running else settings.jupyter_token()
     notebooks = settings.notebook_dir()
     _mark("native")
     started: list[Service] = []
-    started_broker = False
     began = time.monotonic()
+    info = None
 
-    def report(name: str, service_pid: int, was_running: bool) -> None:
-        out(f"  {name:<19}{'already running' if was_running else 'started'} (pid {service_pid})")
+    def ensure(name: str, start) -> Service:
+        """The running service `name`, else the one `start()` starts."""
+        if name in running:
+            return current[name]
+        started.append(start())
+        return started[-1]
+
+    def wait_healthy(service: Service) -> None:
+        services.wait_healthy(service, timeout_s)
+        _report(out, service.name, service.pid, service.name in running)
 
     try:
         out(f"Starting the native lab stack (state and logs in {lab_home()}):")
-        if existing_broker:
-            info = existing_broker
-        else:
-            info = broker.start_background(settings.port("broker"))
-            started_broker = True
-        report("broker", info.pid, bool(existing_broker))
+        info = existing_broker or broker.start_background(settings.port("broker"))
+        _report(out, "broker", info.pid, bool(existing_broker))
         for pattern in patterns.PATTERNS:
             create_topics(info.bootstrap_servers, patterns.all_topics(pattern))
         out(f"  {'topics':<19}ready for {', '.join(patterns.PATTERNS)}")
-
-        lookup = current[LOOKUP] if LOOKUP in running else services.start_lookup(info.bootstrap_servers)
-        master = current[MASTER] if MASTER in running else services.start_master()
-        jupyter = (current[JUPYTER] if JUPYTER in running
-                   else services.start_jupyter(token, notebooks, services.lookup_env()))
-        started += [s for s in (lookup, master, jupyter) if s.name not in running]
-        services.wait_healthy(master, lambda: services.master_healthy(master), timeout_s, "answering")
-        report(MASTER, master.pid, MASTER in running)
-        if WORKER in running:
-            worker = current[WORKER]
-        else:
-            worker = services.start_worker(master)
-            started.append(worker)
-        services.wait_healthy(worker, lambda: services.worker_registered(worker), timeout_s,
-                              "registered with the master (ALIVE)")
-        report(WORKER, worker.pid, WORKER in running)
-        services.wait_healthy(jupyter, lambda: services.jupyter_healthy(jupyter), timeout_s,
-                              "answering /api/status with its token")
-        report(JUPYTER, jupyter.pid, JUPYTER in running)
-        services.wait_healthy(lookup, lambda: services.lookup_healthy(lookup), timeout_s,
-                              "answering /health, and 401 to a session request without its token")
-        report(LOOKUP, lookup.pid, LOOKUP in running)
+        lookup = ensure(LOOKUP, lambda: services.start_lookup(info.bootstrap_servers))
+        master = ensure(MASTER, services.start_master)
+        jupyter = ensure(JUPYTER, lambda: services.start_jupyter(token, notebooks))
+        wait_healthy(master)
+        worker = ensure(WORKER, lambda: services.start_worker(master))
+        for service in (worker, jupyter, lookup):
+            wait_healthy(service)
         if generators:
             for pattern in patterns.PATTERNS:
                 existing = procs.load(services.gen_name(pattern))
                 if procs.is_running(existing):
-                    report(existing.name, existing.pid, True)
+                    _report(out, existing.name, existing.pid, True)
                 else:
                     started.append(generate(pattern, rate, duration=duration, out=out))
     except BaseException:
         procs.stop(started)
-        if started_broker:
+        if info and not existing_broker:  # the broker this call started
             broker.stop_background()
         raise
     out(f"Healthy after {time.monotonic() - began:.1f} s.\n")
@@ -126,9 +117,10 @@ def summary(bootstrap: str, master: Service, worker: Service, jupyter: Service, 
     out(f"  Kafka bootstrap   {bootstrap}")
     out(f"  Spark master      {master.url}   web UI {master.extra['ui']}")
     out(f"  Spark worker UI   {worker.url}")
-    out(f"  JupyterLab        {services.jupyter_start_url(jupyter)}   <- open this one")
+    out(f"  JupyterLab        {jupyter.url}/lab?token={jupyter.extra['token']}   <- open this one")
     out(f"  Session lookup    {lookup.url}   token from {lookup.extra['token_from']}")
-    out(f"  Spark UI of a job http://{settings.HOST}:4040   (each job and notebook prints its own: the next takes 4041, ...)")
+    out(f"  Spark UI of a job http://{settings.HOST}:4040   (each job and notebook prints its own: "
+        "the next takes 4041, ...)")
     out(f"Run a job on the master:  {lab} run {pattern}   (jobs and notebooks use {master.url} while it runs;")
     out("                          SPARK_MASTER=local[*] runs one in-process instead)")
     out(f"Events at a rate:         {lab} lab generate {pattern} --rate 50")
@@ -139,15 +131,13 @@ def generate(pattern: str, rate: float | None = None, count: int | None = None, 
              extra_args: list[str] | None = None, out=print) -> Service:
     """One pattern's generator in the background, against the running broker."""
     name = services.gen_name(pattern)
-    patterns.module_name(pattern)  # unknown pattern: a message that lists the known ones
     existing = procs.load(name)
     if procs.is_running(existing):
         raise StackError(f"{name} already runs (pid {existing.pid}); stop it with `joinlab lab down {name}`")
     rate = rate or float(settings.setting("GEN_RATE", "50"))
     if count is None:
         duration = duration or float(settings.setting("GEN_DURATION", "3600"))
-    gen = services.start_generator(pattern, broker.bootstrap_servers(), rate, count=count, duration=duration,
-                                   extra_args=extra_args)
+    gen = services.start_generator(pattern, broker.bootstrap_servers(), rate, count, duration, extra_args or [])
     size = f"{count} events" if count else f"for {duration:.0f} s"
     out(f"  {name:<19}started (pid {gen.pid}): {rate:g} events/s {size}, log {gen.log}")
     return gen
@@ -184,25 +174,22 @@ def down(names: list[str] | None = None, volumes: bool = False, out=print) -> in
 
 def rows() -> list[tuple[str, str, str, str]]:
     """(service, state, pid, url) for the broker, Spark, JupyterLab, the lookup service and any generator."""
-    table = []
     info = broker.running_broker()
-    state_file = lab_home() / "broker.json"
-    table.append(("broker", "healthy" if info else ("exited" if state_file.exists() else "stopped"),
-                  str(info.pid) if info else "-", info.bootstrap_servers if info else ""))
+    if info:
+        table = [("broker", "healthy", str(info.pid), info.bootstrap_servers)]
+    else:
+        table = [("broker", "exited" if (lab_home() / "broker.json").exists() else "stopped", "-", "")]
     for name in CORE + [n for n in procs.names() if n not in CORE]:
         service = procs.load(name)
         if service is None:
             table.append((name, "stopped", "-", ""))
-            continue
-        if not procs.is_running(service):
+        elif not procs.is_running(service):
             table.append((name, "exited", "-", service.url))
-            continue
-        check = {MASTER: services.master_healthy, WORKER: services.worker_registered,
-                 JUPYTER: lambda s: services.jupyter_status(s, True) == 200,
-                 LOOKUP: lambda s: health_problem(s.url, timeout_s=2.0) is None}.get(name)
-        state = "running" if check is None else ("healthy" if check(service) else "starting")
-        url = service.url + (f"  (web UI {service.extra['ui']})" if name == MASTER else "")
-        table.append((name, state, str(service.pid), url))
+        else:
+            health = services.HEALTH.get(name)
+            state = "running" if health is None else ("healthy" if health[0](service) else "starting")
+            url = service.url + (f"  (web UI {service.extra['ui']})" if name == MASTER else "")
+            table.append((name, state, str(service.pid), url))
     return table
 
 
@@ -220,20 +207,14 @@ def ps(out=print) -> int:
     return 0
 
 
-def log_files() -> dict[str, Path]:
-    files = {p.stem: p for p in sorted(procs.logs_dir().glob("*.log"))}
-    info = broker.running_broker()
-    broker_log = Path(info.log_path) if info else lab_home() / "broker.log"
-    if broker_log.exists():
-        files = {"broker": broker_log, **files}
-    return files
-
-
 def logs(service: str | None = None, lines: int = 50, follow: bool = True, out=print) -> int:
     if marker() == "compose":
         return _compose(["logs", "--tail", str(lines), *(["-f"] if follow else []), *([service] if service else [])],
                         out)
-    files = log_files()
+    files = {p.stem: p for p in sorted(procs.logs_dir().glob("*.log"))}
+    broker_log = lab_home() / "broker.log"  # the background broker's (joinlab.broker.start_background)
+    if broker_log.exists():
+        files = {"broker": broker_log, **files}
     if service and service not in files:
         raise StackError(f"no log for {service!r}; logs exist for: {', '.join(files) or 'nothing yet'}")
     chosen = [files[service]] if service else list(files.values())

@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import time
+from contextlib import suppress
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -33,31 +34,28 @@ class Service:
     extra: dict = field(default_factory=dict)
 
 
-def run_dir() -> Path:
-    path = lab_home() / "run"
+def _folder(name: str) -> Path:
+    path = lab_home() / name
     path.mkdir(parents=True, exist_ok=True)
     return path
 
 
 def logs_dir() -> Path:
-    path = lab_home() / "logs"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    return _folder("logs")
 
 
 def save(service: Service) -> None:
     """`run/NAME.pid` (the PID, for shell use) and `run/NAME.json` (owner-only: it may hold a token)."""
-    path = run_dir() / f"{service.name}.json"
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    run = _folder("run")
+    fd = os.open(run / f"{service.name}.json", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as handle:
         json.dump(asdict(service), handle)
-    (run_dir() / f"{service.name}.pid").write_text(f"{service.pid}\n")
+    (run / f"{service.name}.pid").write_text(f"{service.pid}\n")
 
 
 def load(name: str) -> Service | None:
-    path = lab_home() / "run" / f"{name}.json"
     try:
-        return Service(**json.loads(path.read_text()))
+        return Service(**json.loads((lab_home() / "run" / f"{name}.json").read_text()))
     except (OSError, ValueError, TypeError):
         return None
 
@@ -67,39 +65,23 @@ def names() -> list[str]:
     return sorted(p.stem for p in (lab_home() / "run").glob("*.json"))
 
 
-def forget(name: str) -> None:
-    for suffix in (".json", ".pid"):
-        (lab_home() / "run" / f"{name}{suffix}").unlink(missing_ok=True)
-
-
 def _ps(*args: str) -> list[str]:
     try:
-        done = subprocess.run(["ps", *args], capture_output=True, text=True)
+        return subprocess.run(["ps", *args], capture_output=True, text=True).stdout.splitlines()
     except FileNotFoundError:
         raise StackError("the native stack needs the `ps` command (package procps)") from None
-    return done.stdout.splitlines()
-
-
-def alive(pid: int, marker: str | None = None) -> bool:
-    """True while `pid` runs (a zombie does not count) with `marker` in its command line."""
-    try:
-        os.kill(pid, 0)
-    except (ProcessLookupError, PermissionError):
-        return False
-    try:
-        reaped, _ = os.waitpid(pid, os.WNOHANG)  # our own child that has exited
-        if reaped == pid:
-            return False
-    except ChildProcessError:
-        pass
-    lines = _ps("-o", "stat=", "-o", "args=", "-p", str(pid))
-    if not lines or lines[0].lstrip().startswith("Z"):
-        return False
-    return marker is None or marker in lines[0]
 
 
 def is_running(service: Service | None) -> bool:
-    return service is not None and alive(service.pid, service.marker)
+    """True while the service's PID runs (a zombie does not count) with its marker in its command line."""
+    if service is None:
+        return False
+    try:
+        os.kill(service.pid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    lines = _ps("-o", "stat=", "-o", "args=", "-p", str(service.pid))
+    return bool(lines) and not lines[0].lstrip().startswith("Z") and service.marker in lines[0]
 
 
 def spawn(name: str, cmd: list[str], marker: str, env: dict[str, str], url: str = "",
@@ -132,11 +114,8 @@ def tree(pids: list[int]) -> set[int]:
     table = _table()
     found = {p for p in pids if p in table}
     found |= {p for p, (_, pgid, _) in table.items() if pgid in found}
-    grew = True
-    while grew:
-        children = {p for p, (ppid, _, _) in table.items() if ppid in found} - found
+    while children := {p for p, (ppid, _, _) in table.items() if ppid in found} - found:
         found |= children
-        grew = bool(children)
     return {p for p in found if not table[p][2].startswith("Z")}
 
 
@@ -145,17 +124,21 @@ def _living(pids: set[int]) -> set[int]:
     return {p for p in pids if p in table and not table[p][2].startswith("Z")}
 
 
+def _wait_gone(pids: set[int], timeout_s: float) -> set[int]:
+    """Those of `pids` still alive after up to `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while (left := _living(pids)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return left
+
+
 def _signal(pids: set[int], groups: list[int], sig: int) -> None:
     for group in groups:
-        try:
+        with suppress(ProcessLookupError, PermissionError):
             os.killpg(group, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
     for pid in pids:
-        try:
+        with suppress(ProcessLookupError, PermissionError):
             os.kill(pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
 
 
 def stop(services: list[Service], grace_s: float = 15.0) -> None:
@@ -168,23 +151,17 @@ def stop(services: list[Service], grace_s: float = 15.0) -> None:
     leaders = [s.pid for s in running]
     everything = tree(leaders)
     _signal(set(), leaders, signal.SIGTERM)
-    deadline = time.monotonic() + grace_s
-    while _living(everything) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    left = _living(everything)
+    left = _wait_gone(everything, grace_s)
     if left:
         _signal(left, leaders, signal.SIGKILL)
-        deadline = time.monotonic() + 5.0
-        while _living(left) and time.monotonic() < deadline:
-            time.sleep(0.1)
+        _wait_gone(left, 5.0)
     for service in running:
-        try:
+        with suppress(ChildProcessError):
             os.waitpid(service.pid, os.WNOHANG)  # reap, when we are the parent (tests)
-        except ChildProcessError:
-            pass
-    survivors = _living(everything)
+    survivors = sorted(_living(everything))
     if survivors:
-        raise StackError(f"processes {sorted(survivors)} survived SIGKILL; check them with `ps -p "
-                         f"{','.join(map(str, sorted(survivors)))}`")
+        raise StackError(f"processes {survivors} survived SIGKILL; check them with "
+                         f"`ps -p {','.join(map(str, survivors))}`")
     for service in services:
-        forget(service.name)
+        for suffix in (".json", ".pid"):
+            (lab_home() / "run" / f"{service.name}{suffix}").unlink(missing_ok=True)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import joinlab.stack.procs as procs
 from joinlab.config import lab_home
+from joinlab.lookup.client import health_problem
 from joinlab.lookup.config import token_file
 from joinlab.patterns import module_name
 from joinlab.stack.procs import Service, StackError
@@ -65,10 +66,12 @@ def master_state(ui_url: str) -> dict | None:
         return None
 
 
-def wait_healthy(service: Service, check, timeout_s: float, what: str) -> None:
-    """Poll `check()` until true; fail early if the process exits, late with the log's last lines."""
+def wait_healthy(service: Service, timeout_s: float) -> None:
+    """Poll the service's health check until true; fail early if the process exits, late with the
+    log's last lines."""
+    check, what = HEALTH[service.name]
     deadline = time.monotonic() + timeout_s
-    while not check():
+    while not check(service):
         exited = not procs.is_running(service)
         if exited or time.monotonic() > deadline:
             why = "exited" if exited else f"was not {what} within {timeout_s:.0f}s"
@@ -88,14 +91,13 @@ def tail(path: str, lines: int, indent: str = "  ") -> str:
 
 def start_master() -> Service:
     rpc, ui = port("master"), port("master-ui")
-    worker_cores = cores()
     env = base_env()
     # No REST submission server (an extra port nobody uses here); a taken port fails instead of
     # silently moving; apps without spark.cores.max take half the worker, so a notebook and a job
     # can run side by side.
     env["SPARK_MASTER_OPTS"] = " ".join([
         env.get("SPARK_MASTER_OPTS", ""), "-Dspark.master.rest.enabled=false", "-Dspark.port.maxRetries=0",
-        f"-Dspark.deploy.defaultCores={setting('LAB_SPARK_APP_CORES', str(max(1, worker_cores // 2)))}"]).strip()
+        f"-Dspark.deploy.defaultCores={setting('LAB_SPARK_APP_CORES', str(max(1, cores() // 2)))}"]).strip()
     cmd = [f"{spark_home()}/bin/spark-class", MASTER_CLASS, "--host", HOST, "--port", str(rpc),
            "--webui-port", str(ui)]
     return procs.spawn(MASTER, cmd, MASTER_CLASS, env, url=f"spark://{HOST}:{rpc}",
@@ -103,8 +105,7 @@ def start_master() -> Service:
 
 
 def master_healthy(master: Service) -> bool:
-    state = master_state(master.extra["ui"])
-    return bool(state) and state.get("status") == "ALIVE"
+    return (master_state(master.extra["ui"]) or {}).get("status") == "ALIVE"
 
 
 def cores() -> int:
@@ -163,15 +164,10 @@ def jupyter_folders() -> tuple[Path, Path]:
     return settings_dir, workspaces
 
 
-def jupyter_start_url(jupyter: Service) -> str:
-    """The one URL a participant opens (the token signs them in)."""
-    return f"{jupyter.url}/lab?token={jupyter.extra['token']}"
-
-
-def start_jupyter(token: str, notebooks: Path, extra_env: dict[str, str] | None = None) -> Service:
+def start_jupyter(token: str, notebooks: Path) -> Service:
     number = port("jupyter")
     env = base_env()
-    env.update(extra_env or {})
+    env.update(lookup_env())
     env["JUPYTER_TOKEN"] = token  # from the environment, so it is not in `ps` output for all to read
     env.pop("JUPYTER_TOKEN_FILE", None)
     settings_dir, workspaces = jupyter_folders()
@@ -184,14 +180,10 @@ def start_jupyter(token: str, notebooks: Path, extra_env: dict[str, str] | None 
                        cwd=str(notebooks), extra={"token": token})
 
 
-def jupyter_status(jupyter: Service, with_token: bool) -> int:
-    return http(f"{jupyter.url}/api/status", jupyter.extra["token"] if with_token else None)[0]
-
-
 def jupyter_healthy(jupyter: Service) -> bool:
-    if jupyter_status(jupyter, with_token=True) != 200:
+    if http(f"{jupyter.url}/api/status", jupyter.extra["token"])[0] != 200:
         return False
-    if jupyter_status(jupyter, with_token=False) != 403:
+    if http(f"{jupyter.url}/api/status")[0] != 403:
         raise StackError(f"JupyterLab at {jupyter.url} answers without its token: a Jupyter config "
                          "(~/.jupyter/jupyter_server_config.*) disables it; the lab refuses to run that way")
     return True
@@ -199,15 +191,11 @@ def jupyter_healthy(jupyter: Service) -> bool:
 
 # --- The session lookup service (money-enrichment) ---------------------------------------------
 
-def lookup_url() -> str:
-    return f"http://{HOST}:{port('lookup')}"
-
-
 def lookup_env() -> dict[str, str]:
     """What a client of the lookup service needs (JupyterLab gets it): its URL, and its token when
     one is configured (else clients read the token file the service writes)."""
     token = setting("LAB_LOOKUP_TOKEN", "")
-    return {"MONEY_LOOKUP_URL": lookup_url(), **({"LAB_LOOKUP_TOKEN": token} if token else {})}
+    return {"MONEY_LOOKUP_URL": f"http://{HOST}:{port('lookup')}", **({"LAB_LOOKUP_TOKEN": token} if token else {})}
 
 
 def start_lookup(bootstrap: str) -> Service:
@@ -215,17 +203,17 @@ def start_lookup(bootstrap: str) -> Service:
     env.update(lookup_env())  # LAB_LOOKUP_TOKEN from .env too: environment only, never in `ps` output
     cmd = [sys.executable, "-m", "joinlab.lookup", "--bootstrap", bootstrap, "--port", str(port("lookup"))]
     where = "$LAB_LOOKUP_TOKEN" if env.get("LAB_LOOKUP_TOKEN") else str(token_file(env))
-    return procs.spawn(LOOKUP, cmd, "joinlab.lookup", env, url=lookup_url(), extra={"token_from": where})
+    return procs.spawn(LOOKUP, cmd, "joinlab.lookup", env, url=env["MONEY_LOOKUP_URL"], extra={"token_from": where})
 
 
-def lookup_healthy(lookup: Service) -> bool:
-    if http(f"{lookup.url}/health")[0] != 200:
-        return False
-    status = http(f"{lookup.url}/sessions/health-probe")[0]
-    if status == 200:
-        raise StackError(f"the lookup service at {lookup.url} serves sessions without its token; "
-                         "the lab refuses to run that way")
-    return status == 401
+# What `make up` waits for and `make ps` calls healthy: each service's check, and what it checks.
+HEALTH = {
+    MASTER: (master_healthy, "answering"),
+    WORKER: (worker_registered, "registered with the master (ALIVE)"),
+    JUPYTER: (jupyter_healthy, "answering /api/status with its token"),
+    LOOKUP: (lambda lookup: health_problem(lookup.url, timeout_s=2.0) is None,
+             "answering /health, and 401 to a session request without its token"),
+}
 
 
 # --- Generators ---------------------------------------------------------------------------------
@@ -234,14 +222,13 @@ def gen_name(pattern: str) -> str:
     return f"gen-{pattern}"
 
 
-def start_generator(pattern: str, bootstrap: str, rate: float, count: int | None = None,
-                    duration: float | None = None, extra_args: list[str] | None = None) -> Service:
+def start_generator(pattern: str, bootstrap: str, rate: float, count: int | None, duration: float | None,
+                    extra_args: list[str]) -> Service:
     module = f"generators.{module_name(pattern)}"
-    size = ["--count", str(count)] if count else ["--duration", str(duration or 3600)]
+    size = ["--count", str(count)] if count else ["--duration", str(duration)]
     cmd = [sys.executable, "-m", module, "--rate", str(rate), *size, "--bootstrap", bootstrap, "--no-progress",
-           *(extra_args or [])]
-    return procs.spawn(gen_name(pattern), cmd, module, base_env(), url="",
-                       extra={"rate": rate, "bootstrap": bootstrap})
+           *extra_args]
+    return procs.spawn(gen_name(pattern), cmd, module, base_env())
 
 
 def running_master_url() -> str | None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import re
 import secrets
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,7 +54,7 @@ def dotenv() -> dict[str, str]:
     values = {}
     for line in text.splitlines():
         match = re.match(r"\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*)$", line)
-        if match and not line.lstrip().startswith("#"):
+        if match:
             values[match.group(1)] = match.group(2).strip().strip("\"'")
     return values
 
@@ -72,9 +71,6 @@ def port(key: str) -> int:
     return int(text)
 
 
-_bindable = bindable  # one check for every port the lab listens on (joinlab.broker)
-
-
 def check_free(keys: list[str]) -> None:
     """Fail before starting anything when one of the ports is taken, naming it and its variable."""
     chosen = {key: port(key) for key in keys}
@@ -82,17 +78,18 @@ def check_free(keys: list[str]) -> None:
     if twice:
         raise StackError(f"port {sorted(twice)[0]} is configured for two services; give each its own "
                          f"({', '.join(PORTS[k].env for k in keys)})")
-    taken = [key for key, number in chosen.items() if not _bindable(number)]
+    taken = [key for key, number in chosen.items() if not bindable(number)]
     if taken:
         lines = [f"port {chosen[k]} ({PORTS[k].what}) is taken on {HOST}: set {PORTS[k].env} to a free port "
                  f"(e.g. {PORTS[k].env}={_suggest(chosen[k])}) or stop what listens there "
-                 f"(`ss -ltnp 'sport = :{chosen[k]}'` or `lsof -iTCP:{chosen[k]} -sTCP:LISTEN` shows it)" for k in taken]
+                 f"(`ss -ltnp 'sport = :{chosen[k]}'` or `lsof -iTCP:{chosen[k]} -sTCP:LISTEN` shows it)"
+                 for k in taken]
         raise StackError("\n".join(lines))
 
 
 def _suggest(number: int) -> int:
     for candidate in range(number + 100, min(number + 200, 65535)):
-        if _bindable(candidate):
+        if bindable(candidate):
             return candidate
     return 0
 
@@ -104,18 +101,16 @@ def jupyter_token() -> str:
         return token
     token = secrets.token_hex(16)
     path = env_file()
-    if not path.exists():
-        example = project_dir() / ".env.example"
-        if example.exists():
-            shutil.copyfile(example, path)
-        else:
-            path.touch()
-    path.chmod(0o600)
-    text = path.read_text()
-    if re.search(r"^JUPYTER_TOKEN=.*$", text, re.M):
-        text = re.sub(r"^JUPYTER_TOKEN=.*$", f"JUPYTER_TOKEN={token}", text, count=1, flags=re.M)
+    if path.exists():
+        text = path.read_text()
     else:
+        example = project_dir() / ".env.example"
+        text = example.read_text() if example.exists() else ""
+    text, replaced = re.subn(r"^JUPYTER_TOKEN=.*$", f"JUPYTER_TOKEN={token}", text, count=1, flags=re.M)
+    if not replaced:
         text += ("" if text.endswith("\n") or not text else "\n") + f"JUPYTER_TOKEN={token}\n"
+    path.touch()
+    path.chmod(0o600)  # before the token is in it
     path.write_text(text)
     return token
 
