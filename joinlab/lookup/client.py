@@ -12,10 +12,9 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import queue
-import socket
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass
 from urllib.parse import quote, urlsplit
 
@@ -38,9 +37,11 @@ class LookupSettings:
     def __post_init__(self):
         parts = urlsplit(self.url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"lookup URL {self.url!r} must look like http://host:port")
+            raise ValueError(f"lookup URL {self.url!r} ($MONEY_LOOKUP_URL): give http://host:port, "
+                             "e.g. http://127.0.0.1:8090")
         if not self.timeout_s > 0 or self.retries < 0 or self.concurrency < 1:
-            raise ValueError(f"lookup settings: timeout must be > 0, retries >= 0, concurrency >= 1 (got {self})")
+            raise ValueError(f"lookup settings: timeout ($MONEY_LOOKUP_TIMEOUT) must be > 0, retries >= 0, "
+                             f"concurrency >= 1 (got {self})")
 
     def __repr__(self) -> str:  # never print the token (Spark logs reprs of closures' values)
         return (f"LookupSettings(url={self.url!r}, token={'***' if self.token else ''!r}, timeout_s={self.timeout_s},"
@@ -52,11 +53,7 @@ class LookupSettings:
         MONEY_LOOKUP_RETRIES, MONEY_LOOKUP_CONCURRENCY; a bad value raises ValueError naming it."""
         env = os.environ if environ is None else environ
         url = env.get("MONEY_LOOKUP_URL") or f"http://127.0.0.1:{default_port(env) or 8090}"
-        if not urlsplit(url).hostname or urlsplit(url).scheme not in ("http", "https"):
-            raise ValueError(f"MONEY_LOOKUP_URL={url!r}: give http://host:port, e.g. http://127.0.0.1:8090")
         timeout_ms = duration_ms(env.get("MONEY_LOOKUP_TIMEOUT") or "2 seconds", "MONEY_LOOKUP_TIMEOUT")
-        if timeout_ms <= 0:
-            raise ValueError(f"MONEY_LOOKUP_TIMEOUT={env['MONEY_LOOKUP_TIMEOUT']!r} must be more than 0")
         return cls(url, configured_token(env), timeout_ms / 1000, _int(env, "MONEY_LOOKUP_RETRIES", 2, 0),
                    _int(env, "MONEY_LOOKUP_CONCURRENCY", 8, 1))
 
@@ -89,9 +86,7 @@ def lookup_sessions(session_ids, settings: LookupSettings) -> dict[str, LookupRe
                   f"{token_file()}")
         return {i: LookupResult(None, reason, 0) for i in ids}
     deadline = time.monotonic() + settings.timeout_s
-    todo: queue.SimpleQueue = queue.SimpleQueue()
-    for session_id in ids:
-        todo.put(session_id)
+    todo = deque(ids)  # the workers' popleft() is thread-safe
     results: dict[str, LookupResult] = {}
     lock = threading.Lock()
     workers = [threading.Thread(target=_worker, args=(todo, results, lock, settings, deadline), daemon=True,
@@ -111,15 +106,15 @@ def _timeout_reason(settings: LookupSettings, attempts: int) -> str:
     return f"lookup timed out after {settings.timeout_s:.1f} s ({attempts} attempt{'' if attempts == 1 else 's'})"
 
 
-def _worker(todo: queue.SimpleQueue, results: dict, lock: threading.Lock, settings: LookupSettings,
+def _worker(todo: deque, results: dict, lock: threading.Lock, settings: LookupSettings,
             deadline: float) -> None:
     """Take ids until none is left, on one keep-alive connection."""
     connection = _Connection(settings)
     try:
         while True:
             try:
-                session_id = todo.get_nowait()
-            except queue.Empty:
+                session_id = todo.popleft()
+            except IndexError:
                 return
             if not isinstance(session_id, str) or not session_id:
                 result = LookupResult(None, f"no session id to look up ({session_id!r})", 0)
@@ -158,8 +153,8 @@ def _attempt(connection: "_Connection", session_id: str, timeout_s: float, attem
     """One request. Returns the final result, raises _Retry (retryable) or TimeoutError."""
     try:
         status, body = connection.get(f"/sessions/{quote(session_id, safe='')}", timeout_s)
-    except (socket.timeout, TimeoutError):
-        raise TimeoutError from None
+    except TimeoutError:  # an OSError too, but not one to retry: the deadline has passed
+        raise
     except (OSError, http.client.HTTPException) as exc:
         connection.close()
         raise _Retry(f"lookup service unreachable at {connection.base}: {exc or type(exc).__name__}; "

@@ -17,9 +17,7 @@ import socket
 import sys
 import threading
 from contextlib import contextmanager
-from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from joinlab.lookup.config import TOKEN_ENV, default_port, token_file
@@ -30,15 +28,6 @@ HOST = "127.0.0.1"
 
 class ServiceError(RuntimeError):
     """The service cannot start; the message says what to do."""
-
-
-@dataclass(frozen=True)
-class Faults:
-    """Injected faults, for tests and demos; none by default."""
-    latency_ms: int = 0        # every response waits this long
-    fail_first: int = 0        # the first N requests for each session id answer 503
-    error_rate: float = 0.0    # this fraction of session requests answers 503 (seeded)
-    seed: int = 0
 
 
 def resolve_token(token: str | None = None) -> tuple[str, str]:
@@ -138,21 +127,20 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class LookupService:
-    """The service in-process: `with LookupService(bootstrap, port=0) as svc: svc.url, svc.token`."""
+    """The service in-process: `with LookupService(bootstrap, port=0) as svc: svc.url, svc.token`.
+    Injected faults, for tests and demos (none by default): every response waits `latency_ms`; the
+    first `fail_first` requests for each session id, and a seeded `error_rate` of them, answer 503."""
 
     def __init__(self, bootstrap: str, topic: str | None = None, port: int | None = None, host: str = HOST,
                  token: str | None = None, latency_ms: int = 0, fail_first: int = 0, error_rate: float = 0.0,
                  seed: int = 0):
-        self.faults = Faults(latency_ms, fail_first, error_rate, seed)
-        if latency_ms < 0 or fail_first < 0 or not 0 <= error_rate <= 1:
-            raise ServiceError(f"bad fault settings {self.faults}: latency and fail-first must be >= 0, "
-                               "the error rate between 0 and 1")
+        self.latency_ms, self.fail_first, self.error_rate = latency_ms, fail_first, error_rate
         self.token, self.token_source = resolve_token(token)
         self.store = SessionStore(bootstrap, topic)
         self._host, self._port = host, default_port() if port is None else port
         self._lock = threading.Lock()
         self._stopping = threading.Event()
-        self._random = random.Random(self.faults.seed)
+        self._random = random.Random(seed)
         self._requests_per_id: dict[str, int] = {}
         self.in_flight = self.max_in_flight = self.requests = self.connections = 0
         self._server: _Server | None = None
@@ -208,14 +196,14 @@ class LookupService:
         return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), self.token.encode())
 
     def _delay(self) -> None:
-        if self.faults.latency_ms:
-            self._stopping.wait(self.faults.latency_ms / 1000)
+        if self.latency_ms:
+            self._stopping.wait(self.latency_ms / 1000)
 
     def _inject_failure(self, session_id: str) -> bool:
         with self._lock:
             seen = self._requests_per_id.get(session_id, 0)
             self._requests_per_id[session_id] = seen + 1
-            return seen < self.faults.fail_first or self._random.random() < self.faults.error_rate
+            return seen < self.fail_first or self._random.random() < self.error_rate
 
     @contextmanager
     def _in_flight(self):
@@ -243,9 +231,3 @@ def _reachable(bootstrap: str, timeout_s: float = 3.0) -> None:
             problems.append(f"{server.strip()}: {exc}")
     raise ConnectionError("; ".join(problems))
 
-
-def token_hint(service: LookupService) -> str:
-    """Where a client finds the token, for the start-up log line (never the token itself)."""
-    if service.token_source.startswith("$") or service.token_source.startswith("given"):
-        return f"token from {service.token_source}"
-    return f"token in {Path(service.token_source)} (clients read it there, or from ${TOKEN_ENV})"
