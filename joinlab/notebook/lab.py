@@ -22,12 +22,13 @@ from joinlab.config import lab_home
 from joinlab.generate import Disorder, Record, send
 from joinlab.notebook.env import connect, setting
 from joinlab.notebook.feed import Feed
-from joinlab.notebook.peek import frame, latest_records, topic_ends
+from joinlab.notebook.peek import frame, topic_ends
 from joinlab.notebook.progress import as_dict, wait_until
-from joinlab.spark import session, ui_url
-from joinlab.status import Watcher, observed
+from joinlab.spark import session, stop, ui_url
+from joinlab.status import Watcher, observed, offsets
+from joinlab.topics import NoSuchTopic
 from joinlab.topics import Record as TopicRecord
-from joinlab.topics import create_topics, read_topics
+from joinlab.topics import create_topics, read_topics, tail
 from joinlab.verify import verify
 
 # Out of order, with duplicates and a few malformed records, as in `make demo`.
@@ -70,8 +71,11 @@ class Lab:
         return {t: sum(ends.get(t, {}).values()) for t in topics}
 
     def peek(self, topic: str, n: int = 5, columns: list[str] | None = None) -> pd.DataFrame:
-        """The latest `n` records of `topic`, newest last."""
-        df = frame(latest_records(self.bootstrap, topic, n))
+        """The latest `n` records of `topic` (by Kafka timestamp, across partitions), newest last."""
+        try:
+            df = frame(tail(self.bootstrap, topic, n))
+        except NoSuchTopic:
+            df = frame([])
         if columns:  # plus `raw`, the value of records that are not JSON objects, if any
             df = df[[c for c in columns if c in df.columns] + (["raw"] if "raw" in df.columns else [])]
         return df
@@ -168,8 +172,11 @@ class Lab:
     def caught_up(self) -> bool:
         """True when the last micro-batch read up to the current end of every input topic."""
         last = self._last_progress()
-        return bool(last.get("sources")) and query_progress.caught_up(
-            last, topic_ends(self.bootstrap, self.job.INPUT_TOPICS))
+        if not last.get("sources"):
+            return False
+        done = offsets(last["sources"][0]["endOffset"])
+        ends = topic_ends(self.bootstrap, self.job.INPUT_TOPICS)
+        return all(int(done.get(t, {}).get(p, 0)) >= end for t, parts in ends.items() for p, end in parts.items())
 
     def wait_caught_up(self, timeout_s: float = 180) -> None:
         self.wait_until(self.caught_up, timeout_s, "the job to catch up with its input topics")
@@ -254,7 +261,6 @@ class Lab:
             self.services.__exit__(None, None, None)
             self.services = None
         if spark and self.spark is not None:
-            from joinlab.spark import stop
             stop(self.spark)
             self.spark = None
         print(f"stopped: generator {self.feed!r}, query active: "
