@@ -97,7 +97,6 @@ def lookup_sessions(session_ids, settings: LookupSettings) -> dict[str, LookupRe
         worker.join(max(0.0, deadline - time.monotonic()) + JOIN_GRACE_S)
     with lock:  # a worker stuck past the deadline (name resolution has no timeout) is left behind
         answered = dict(results)
-        results.clear()
     timed_out = _timeout_reason(settings, 0)
     return {i: answered.get(i) or LookupResult(None, timed_out, 0) for i in ids}
 
@@ -108,8 +107,11 @@ def _timeout_reason(settings: LookupSettings, attempts: int) -> str:
 
 def _worker(todo: deque, results: dict, lock: threading.Lock, settings: LookupSettings,
             deadline: float) -> None:
-    """Take ids until none is left, on one keep-alive connection."""
-    connection = _Connection(settings)
+    """Take ids until none is left, on one keep-alive connection (after close() the next request
+    opens it again)."""
+    parts = urlsplit(settings.url)
+    kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+    connection = kind(parts.hostname, parts.port)
     try:
         while True:
             try:
@@ -129,7 +131,7 @@ def _worker(todo: deque, results: dict, lock: threading.Lock, settings: LookupSe
         connection.close()
 
 
-def _lookup_one(connection: "_Connection", session_id: str, settings: LookupSettings,
+def _lookup_one(connection: http.client.HTTPConnection, session_id: str, settings: LookupSettings,
                 deadline: float) -> LookupResult:
     attempts = 0
     while True:
@@ -138,7 +140,7 @@ def _lookup_one(connection: "_Connection", session_id: str, settings: LookupSett
             return LookupResult(None, _timeout_reason(settings, attempts), attempts)
         attempts += 1
         try:
-            return _attempt(connection, session_id, left, attempts)
+            return _attempt(connection, session_id, settings, left, attempts)
         except TimeoutError:
             connection.close()
             return LookupResult(None, _timeout_reason(settings, attempts), attempts)
@@ -149,15 +151,24 @@ def _lookup_one(connection: "_Connection", session_id: str, settings: LookupSett
             time.sleep(max(0.0, min(pause, deadline - time.monotonic())))  # a backoff, capped by the deadline
 
 
-def _attempt(connection: "_Connection", session_id: str, timeout_s: float, attempt: int) -> LookupResult:
-    """One request. Returns the final result, raises _Retry (retryable) or TimeoutError."""
+def _attempt(connection: http.client.HTTPConnection, session_id: str, settings: LookupSettings, timeout_s: float,
+             attempt: int) -> LookupResult:
+    """One request, given only the time left. Returns the final result, raises _Retry (retryable)
+    or TimeoutError."""
+    connection.timeout = timeout_s  # when it connects
+    if connection.sock is not None:
+        connection.sock.settimeout(timeout_s)
+    path = f"{urlsplit(settings.url).path.rstrip('/')}/sessions/{quote(session_id, safe='')}"
     try:
-        status, body = connection.get(f"/sessions/{quote(session_id, safe='')}", timeout_s)
+        connection.request("GET", path, headers={"Authorization": f"Bearer {settings.token}",
+                                                 "Accept": "application/json"})
+        response = connection.getresponse()
+        status, body = response.status, response.read()
     except TimeoutError:  # an OSError too, but not one to retry: the deadline has passed
         raise
     except (OSError, http.client.HTTPException) as exc:
         connection.close()
-        raise _Retry(f"lookup service unreachable at {connection.base}: {exc or type(exc).__name__}; "
+        raise _Retry(f"lookup service unreachable at {settings.url.rstrip('/')}: {exc or type(exc).__name__}; "
                      f"{START_HINT}") from None
     if status == 200:
         try:
@@ -175,35 +186,6 @@ def _attempt(connection: "_Connection", session_id: str, timeout_s: float, attem
     if status >= 500:
         raise _Retry(f"lookup failed: HTTP {status} after {attempt} attempt{'' if attempt == 1 else 's'}")
     return LookupResult(None, f"lookup failed: HTTP {status}", attempt)
-
-
-class _Connection:
-    """One keep-alive HTTP connection, reopened after an error; each request gets its own timeout."""
-
-    def __init__(self, settings: LookupSettings):
-        parts = urlsplit(settings.url)
-        self.base = settings.url.rstrip("/")
-        self._prefix = parts.path.rstrip("/")
-        self._secure = parts.scheme == "https"
-        self._host, self._port = parts.hostname, parts.port or (443 if self._secure else 80)
-        self._headers = {"Authorization": f"Bearer {settings.token}", "Accept": "application/json"}
-        self._conn: http.client.HTTPConnection | None = None
-
-    def get(self, path: str, timeout_s: float) -> tuple[int, bytes]:
-        if self._conn is None:
-            kind = http.client.HTTPSConnection if self._secure else http.client.HTTPConnection
-            self._conn = kind(self._host, self._port, timeout=timeout_s)
-        self._conn.timeout = timeout_s
-        if self._conn.sock is not None:
-            self._conn.sock.settimeout(timeout_s)
-        self._conn.request("GET", self._prefix + path, headers=self._headers)
-        response = self._conn.getresponse()
-        return response.status, response.read()
-
-    def close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
 
 
 def health_problem(url: str, timeout_s: float = 4.0) -> str | None:

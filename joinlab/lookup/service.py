@@ -86,39 +86,13 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.service.connections += 1
 
     def do_GET(self) -> None:
-        service: LookupService = self.server.service
-        path = urlsplit(self.path).path
-        if not path.startswith("/sessions/"):
-            service._delay()
-            if path == "/health":  # counts only, no data: no token needed
-                self._send(200, {"status": "ok", "sessions": service.store.sessions,
-                                 "invalid": service.store.invalid})
-            else:
-                self._send(404, {"error": "no such path; use GET /sessions/<session_id> or GET /health"})
-            return
-        with service._in_flight():
-            service._delay()
-            if not service._authorized(self.headers.get("Authorization", "")):
-                self._send(401, {"error": "missing or wrong token: send Authorization: Bearer <token>"},
-                           {"WWW-Authenticate": 'Bearer realm="joinlab-lookup"'})
-                return
-            session_id = unquote(path[len("/sessions/"):])
-            if service._inject_failure(session_id):
-                self._send(503, {"error": "injected failure"})
-                return
-            session = service.store.get(session_id)
-            if session is None:
-                self._send(404, {"error": "session not found"})
-            else:
-                self._send(200, session)
-
-    def _send(self, status: int, body: dict, headers: dict | None = None) -> None:
+        status, body = self.server.service.answer(urlsplit(self.path).path, self.headers.get("Authorization", ""))
         data = json.dumps(body).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
-        for name, value in (headers or {}).items():
-            self.send_header(name, value)
+        if status == 401:
+            self.send_header("WWW-Authenticate", 'Bearer realm="joinlab-lookup"')
         self.end_headers()
         self.wfile.write(data)
 
@@ -189,21 +163,31 @@ class LookupService:
             self.max_in_flight = self.requests = self.connections = 0
             self._requests_per_id.clear()
 
-    # --- used by the handler ----------------------------------------------------------------
-
-    def _authorized(self, header: str) -> bool:
-        scheme, _, given = header.partition(" ")
-        return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), self.token.encode())
+    def answer(self, path: str, authorization: str) -> tuple[int, dict]:
+        """A GET's status and JSON body; /health (counts only, no data) needs no token."""
+        if not path.startswith("/sessions/"):
+            self._delay()
+            if path == "/health":
+                return 200, {"status": "ok", "sessions": self.store.sessions, "invalid": self.store.invalid}
+            return 404, {"error": "no such path; use GET /sessions/<session_id> or GET /health"}
+        with self._in_flight():
+            self._delay()
+            scheme, _, given = authorization.partition(" ")
+            if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), self.token.encode()):
+                return 401, {"error": "missing or wrong token: send Authorization: Bearer <token>"}
+            session_id = unquote(path[len("/sessions/"):])
+            with self._lock:
+                seen = self._requests_per_id.get(session_id, 0)
+                self._requests_per_id[session_id] = seen + 1
+                failing = seen < self.fail_first or self._random.random() < self.error_rate
+            if failing:
+                return 503, {"error": "injected failure"}
+            session = self.store.get(session_id)
+            return (200, session) if session is not None else (404, {"error": "session not found"})
 
     def _delay(self) -> None:
         if self.latency_ms:
             self._stopping.wait(self.latency_ms / 1000)
-
-    def _inject_failure(self, session_id: str) -> bool:
-        with self._lock:
-            seen = self._requests_per_id.get(session_id, 0)
-            self._requests_per_id[session_id] = seen + 1
-            return seen < self.fail_first or self._random.random() < self.error_rate
 
     @contextmanager
     def _in_flight(self):
