@@ -133,21 +133,18 @@ class Lab:
             print(f"Spark UI {ui_url(self.spark)} (Structured Streaming tab: rates, durations, state, watermark)")
         return self.spark
 
-    def start_job(self, trigger: str = "2 seconds", max_offsets_per_trigger: int | None = None,
-                  fresh: bool = True, solution=None):
-        """Start the job in this kernel's Spark session, or attach to it if it already runs.
-
-        fresh: start from an empty checkpoint (reads the input topics from the beginning; an old
-        checkpoint may name offsets of a broker that no longer exists).
-        solution: the module its processors come from (a candidate's; None: the lab's own)."""
+    def start_job(self, trigger: str = "2 seconds", max_offsets_per_trigger: int | None = None, solution=None):
+        """Start the job in this kernel's Spark session on an empty checkpoint (it reads the input
+        topics from the beginning; an old checkpoint may name offsets of a broker that no longer
+        exists), or attach to it if it already runs. `solution`: the module its processors come
+        from (a candidate's; None: the lab's own)."""
         spark = self.spark or self.start_spark()
         running = [q for q in spark.streams.active if q.name == self.query_name]
         if running:
             self.query = running[0]
             print(f"attached to the running query {self.query_name} (id {self.query.id})")
             return self.query
-        if fresh:
-            shutil.rmtree(self.checkpoint, ignore_errors=True)
+        shutil.rmtree(self.checkpoint, ignore_errors=True)
         if self.services is None:
             self.services = runner.services(self.job, self.bootstrap)
             self.services.__enter__()
@@ -209,18 +206,17 @@ class Lab:
         state variables of transformWithState operators."""
         return self._read_state("the state metadata", lambda: state_source.metadata(self.spark, self.checkpoint))
 
-    def state(self, var: str | None = None, operator_id: int | None = None, batch_id: int | None = None,
-              **options: str) -> pd.DataFrame:
-        """The job's state at its last committed batch (or `batch_id`), key and value columns
-        flattened. `var` names a transformWithState state variable (`stateVarName`); map and list
-        variables come one row per entry. `operator_id` defaults to the operator that declares
-        `var` (see `operator_of`), else 0. Other operators take Spark's options (e.g. joinSide).
+    def state(self, var: str | None = None, operator_id: int | None = None) -> pd.DataFrame:
+        """The job's state at its last committed batch, key and value columns flattened. `var`
+        names a transformWithState state variable (`stateVarName`); map and list variables come one
+        row per entry. `operator_id` defaults to the operator that declares `var` (see
+        `operator_of`), else 0.
 
         If Spark cannot read it, this prints why and the state operators' metrics from the last
         progress instead, and returns an empty table ($LAB_NOTEBOOK_STRICT=1 raises, as in tests)."""
         def read() -> pd.DataFrame:
             op = operator_id if operator_id is not None else self.operator_of(var) if var else 0
-            return state_source.read(self.spark, self.checkpoint, var, op, batch_id, **options)
+            return state_source.read(self.spark, self.checkpoint, var, op)
         what = f"state variable {var!r}" if var else f"the state of operator {operator_id or 0}"
         if var and operator_id is not None:
             what += f" of operator {operator_id}"
