@@ -169,7 +169,7 @@ class UserEnrich(StatefulProcessor):
         for tx in due:
             del self._pending[tx["tx_id"]]
             out += self._decide(tx, watermark)
-        self._decided = {i: tx for i, tx in self._decided.items() if self._forget_ms(tx) > watermark}
+        self._decided = {i: tx for i, tx in self._decided.items() if self._forget_ms(tx["t_us"]) > watermark}
         if self._forget is not None and self._forget <= watermark:
             self._forget_versions(watermark)
         self._store(key)
@@ -183,15 +183,16 @@ class UserEnrich(StatefulProcessor):
         self._decided = {tx.tx_id: tx._asdict() for tx in value.decided}
         self._firsts = {tx.type: tx._asdict() for tx in value.firsts}
 
-    def _forget_ms(self, tx: dict) -> int:
-        return cleanup_ms(timer_ms(tx["t_us"]) + self.config.dedup_horizon_ms)
+    def _forget_ms(self, t_us: int) -> int:
+        """When what happened at `t_us` (a decided transaction, a superseded version) can leave."""
+        return cleanup_ms(timer_ms(t_us) + self.config.dedup_horizon_ms)
 
     def _store(self, key) -> None:
         value = UserTxs(self._value.timer, [_decided(tx) for tx in self._pending.values()],
                         [_decided(tx) for tx in self._decided.values()], [_decided(tx) for tx in self._firsts.values()],
                         self._forget)
         due = [*(timer_ms(tx["t_us"]) for tx in self._pending.values()),
-               *(self._forget_ms(tx) for tx in self._decided.values())]
+               *(self._forget_ms(tx["t_us"]) for tx in self._decided.values())]
         if self._forget is not None:
             due.append(self._forget)
         self.txs.put(key, value, min(due, default=None), ahead=True)
@@ -219,12 +220,11 @@ class UserEnrich(StatefulProcessor):
         (then the older can be nobody's as-of version: corrections and decisions reach back no
         further, jobs/money_enrichment/README.md)."""
         ordered = sorted(self._versions, key=lambda v: user_version_key(v[0], v[1]))
-        return cleanup_ms(timer_ms(ordered[1][0]) + self.config.dedup_horizon_ms) if len(ordered) > 1 else None
+        return self._forget_ms(ordered[1][0]) if len(ordered) > 1 else None
 
     def _forget_versions(self, watermark: int) -> None:
         """Of the versions older than the dedup horizon, only the newest stays."""
-        old = sorted(((t, version) for t, version, _ in self._load_versions()
-                      if cleanup_ms(timer_ms(t) + self.config.dedup_horizon_ms) <= watermark),
+        old = sorted(((t, version) for t, version, _ in self._load_versions() if self._forget_ms(t) <= watermark),
                      key=lambda v: user_version_key(*v))
         for _, version in old[:-1]:
             self.users.removeKey((version,))
