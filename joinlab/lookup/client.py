@@ -15,7 +15,7 @@ import os
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import quote, urlsplit
 
 from joinlab.config import duration_ms
@@ -29,7 +29,7 @@ START_HINT = "is it running? (`make up` or `python -m joinlab.lookup`)"
 @dataclass(frozen=True)
 class LookupSettings:
     url: str
-    token: str
+    token: str = field(repr=False)  # never printed: Spark logs the reprs of closures' values
     timeout_s: float = 2.0
     retries: int = 2
     concurrency: int = 8
@@ -42,10 +42,6 @@ class LookupSettings:
         if not self.timeout_s > 0 or self.retries < 0 or self.concurrency < 1:
             raise ValueError(f"lookup settings: timeout ($MONEY_LOOKUP_TIMEOUT) must be > 0, retries >= 0, "
                              f"concurrency >= 1 (got {self})")
-
-    def __repr__(self) -> str:  # never print the token (Spark logs reprs of closures' values)
-        return (f"LookupSettings(url={self.url!r}, token={'***' if self.token else ''!r}, timeout_s={self.timeout_s},"
-                f" retries={self.retries}, concurrency={self.concurrency})")
 
     @classmethod
     def from_env(cls, environ=None) -> "LookupSettings":
