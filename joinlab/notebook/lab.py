@@ -247,8 +247,8 @@ class Lab:
         print("\n".join(report.lines()))
         return report
 
-    def stop(self, spark: bool = True) -> None:
-        """Stop the generator, the query and (by default) the Spark session."""
+    def stop(self) -> None:
+        """Stop the generator, the query, the services the job called and the Spark session."""
         if self.feed:
             self.feed.stop()
         if self.query is not None and self.query.isActive:
@@ -256,7 +256,7 @@ class Lab:
         if self.services is not None:
             self.services.__exit__(None, None, None)
             self.services = None
-        if spark and self.spark is not None:
+        if self.spark is not None:
             stop(self.spark)
             self.spark = None
         print(f"stopped: generator {self.feed!r}, query active: "
