@@ -31,7 +31,21 @@ SESSION, USER, PASS = "session", "user", "pass"        # entities: what a row is
 TX, USER_UPDATE, SESSION_START = "tx", "user", "session"  # input kinds
 ENRICHED, DEAD = "enriched", "dead"                     # output kinds
 
-TX_FIELDS = ["tx_id", "user_id", "session_id", "amount", "currency", "type", "t_us", "src_partition", "src_offset"]
+
+class Tx(NamedTuple):
+    """A transaction as read."""
+    tx_id: str
+    user_id: int
+    session_id: str
+    amount: float
+    currency: str | None
+    type: str
+    t_us: int
+    src_partition: int | None
+    src_offset: int | None
+
+
+TX_FIELDS = list(Tx._fields)
 SESSION_FIELDS = ["session_country", "session_device", "session_start_us"]
 USER_FIELDS = ["user_name", "user_country", "user_segment", "user_version"]
 # The input of stage 1: one valid event; a session's or user's own fields come in country,
@@ -44,7 +58,6 @@ FLOW = ("entity string, entity_key string, kind string, out_time timestamp, tx_i
         "user_country string, user_segment string, user_version bigint, first_of_type boolean, "
         "enriched_by string, reason string, source_topic string")
 flow = Flow(FLOW)  # flow(kind, entity, entity_key, watermark_ms, **fields) -> Row
-schema_of = flow.schema_of  # the DDL of FLOW's columns `names`, in that order
 
 
 USER_SCHEMA = "t_us bigint, name string, country string, segment string"  # keyed by version
@@ -66,19 +79,6 @@ CLEANUP_GRID_MS = 60_000  # clean-ups are rounded up to whole minutes, so a key'
 def cleanup_ms(due_ms: int) -> int:
     """The whole minute at or after `due_ms`: when what is due then leaves state."""
     return -(-due_ms // CLEANUP_GRID_MS) * CLEANUP_GRID_MS
-
-
-class Tx(NamedTuple):
-    """A transaction as read (TX_FIELDS)."""
-    tx_id: str
-    user_id: int
-    session_id: str
-    amount: float
-    currency: str | None
-    type: str
-    t_us: int
-    src_partition: int | None
-    src_offset: int | None
 
 
 def tx_of(row) -> Tx:
@@ -144,7 +144,7 @@ class UserEnrich(StatefulProcessor):
         for row in updates:
             self._remember(row)
         if updates:
-            self._user_at(0)  # read the versions: when the next superseded one can leave
+            self._load_versions()  # when the next superseded version can leave
         for row in sorted(updates, key=lambda r: r.t_us):
             if row.t_us <= watermark * 1000:  # late: some decided transactions may have used an older version
                 out += self._correct_users(row.t_us, watermark)
@@ -169,7 +169,7 @@ class UserEnrich(StatefulProcessor):
         for tx in due:
             del self._pending[tx["tx_id"]]
             out += self._decide(tx, watermark)
-        self._decided = {i: tx for i, tx in self._decided.items() if self._forget_ms(tx) > watermark}
+        self._decided = {i: tx for i, tx in self._decided.items() if self._forget_ms(tx["t_us"]) > watermark}
         if self._forget is not None and self._forget <= watermark:
             self._forget_versions(watermark)
         self._store(key)
@@ -183,15 +183,16 @@ class UserEnrich(StatefulProcessor):
         self._decided = {tx.tx_id: tx._asdict() for tx in value.decided}
         self._firsts = {tx.type: tx._asdict() for tx in value.firsts}
 
-    def _forget_ms(self, tx: dict) -> int:
-        return cleanup_ms(timer_ms(tx["t_us"]) + self.config.dedup_horizon_ms)
+    def _forget_ms(self, t_us: int) -> int:
+        """When what happened at `t_us` (a decided transaction, a superseded version) can leave."""
+        return cleanup_ms(timer_ms(t_us) + self.config.dedup_horizon_ms)
 
     def _store(self, key) -> None:
         value = UserTxs(self._value.timer, [_decided(tx) for tx in self._pending.values()],
                         [_decided(tx) for tx in self._decided.values()], [_decided(tx) for tx in self._firsts.values()],
                         self._forget)
         due = [*(timer_ms(tx["t_us"]) for tx in self._pending.values()),
-               *(self._forget_ms(tx) for tx in self._decided.values())]
+               *(self._forget_ms(tx["t_us"]) for tx in self._decided.values())]
         if self._forget is not None:
             due.append(self._forget)
         self.txs.put(key, value, min(due, default=None), ahead=True)
@@ -202,32 +203,34 @@ class UserEnrich(StatefulProcessor):
         self.users.updateValue((row.version,), (row.t_us, row.name, row.country, row.segment))
         self._versions = None
 
-    def _user_at(self, t_us: int) -> dict:
+    def _load_versions(self) -> list[tuple[int, int, dict]]:
+        """The user's versions as (t_us, version, USER_FIELDS), read once per handler call."""
         if self._versions is None:
             self._versions = [(t, version, {"user_name": name, "user_country": country, "user_segment": segment,
                                             "user_version": version})
                               for (version,), (t, name, country, segment, *_) in self.users.iterator()]
             self._forget = self._next_forget()
-        return user_as_of(self._versions, t_us) or dict.fromkeys(USER_FIELDS)
+        return self._versions
+
+    def _user_at(self, t_us: int) -> dict:
+        return user_as_of(self._load_versions(), t_us) or dict.fromkeys(USER_FIELDS)
 
     def _next_forget(self) -> int | None:
         """When the oldest version can leave: once the next one is older than the horizon too
         (then the older can be nobody's as-of version: corrections and decisions reach back no
         further, jobs/money_enrichment/README.md)."""
         ordered = sorted(self._versions, key=lambda v: user_version_key(v[0], v[1]))
-        return cleanup_ms(timer_ms(ordered[1][0]) + self.config.dedup_horizon_ms) if len(ordered) > 1 else None
+        return self._forget_ms(ordered[1][0]) if len(ordered) > 1 else None
 
     def _forget_versions(self, watermark: int) -> None:
         """Of the versions older than the dedup horizon, only the newest stays."""
-        self._user_at(0)
-        old = sorted(((t, version) for t, version, _ in self._versions
-                      if cleanup_ms(timer_ms(t) + self.config.dedup_horizon_ms) <= watermark),
+        old = sorted(((t, version) for t, version, _ in self._load_versions() if self._forget_ms(t) <= watermark),
                      key=lambda v: user_version_key(*v))
-        for t, version in old[:-1]:
+        for _, version in old[:-1]:
             self.users.removeKey((version,))
         if len(old) > 1:
             self._versions = None
-            self._user_at(0)
+            self._load_versions()
 
     # --- Decisions ------------------------------------------------------------------------------
 
@@ -236,12 +239,11 @@ class UserEnrich(StatefulProcessor):
         return flow(ENRICHED, USER, str(tx["user_id"]), watermark, **tx)
 
     def _decide(self, tx: dict, watermark: int) -> list[Row]:
-        tx = {**tx, **self._user_at(tx["t_us"])}
         first = self._firsts.get(tx["type"])
-        tx["first_of_type"] = first is None or tx_order(tx["t_us"], tx["tx_id"]) <= tx_order(first["t_us"],
-                                                                                            first["tx_id"])
+        is_first = first is None or tx_order(tx["t_us"], tx["tx_id"]) <= tx_order(first["t_us"], first["tx_id"])
+        tx = {**tx, **self._user_at(tx["t_us"]), "first_of_type": is_first}
         out = []
-        if tx["first_of_type"]:
+        if is_first:
             if first is not None and first["tx_id"] != tx["tx_id"]:
                 out.append(self._emit({**first, "first_of_type": False}, watermark))  # it arrived first, but wasn't
             self._firsts[tx["type"]] = tx

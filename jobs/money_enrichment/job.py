@@ -1,16 +1,14 @@
 """Money enrichment: transactions joined to their session and to their user as of the
 transaction's time, deduplicated, first-of-type flagged; late ones enriched by a lookup service.
 
-(build: below; stages: jobs/money_enrichment/given.py; rules: money_enrichment_rules.py.)
 Stage 1 comes from a solution module (joinlab.solutions): jobs/money_enrichment/solution.py, or a
-candidate's exercises/money_enrichment.py.
+candidate's exercises/money_enrichment.py; stage 2 and the stages' contract: given.py.
 """
 from __future__ import annotations
 
 import contextlib
 import json
 import os
-from collections import namedtuple
 from types import ModuleType
 
 from pyspark.sql import DataFrame, Row
@@ -24,7 +22,7 @@ from joinlab import solutions
 from joinlab.events import (Check, EventSchema, Route, micros, moment, parse_events, parse_time, route_columns,
                             route_of, valid_events, validate)
 from joinlab.in_memory import NEVER_LATE, EventTime, Tester, feed, out_ms
-from joinlab.lookup import LookupService, LookupSettings
+from joinlab.lookup import LookupResult, LookupService, LookupSettings
 
 TRANSACTIONS_TOPIC, SESSIONS_TOPIC, USERS_TOPIC = "money-transactions", "money-sessions", "money-users"
 ENRICHED_TOPIC, DEAD_LETTERS_TOPIC = "money-enriched", "money-dlq"
@@ -165,9 +163,6 @@ def services(bootstrap: str):
                     os.environ[name] = value
 
 
-Found = namedtuple("Found", "session error attempts")  # a lookup's result, as joinlab.lookup gives it
-
-
 class InMemory:
     """Stage 1 -> stage 2 -> lookup step through pyspark's TwsTester, keyed and chained as in
     `enrich`. The lookup service knows `sessions` (session_id -> SessionStarted event as on the
@@ -192,9 +187,8 @@ class InMemory:
         for record in records:
             for schema, e in valid_events([record], SCHEMAS):
                 entity, key = route_of(ROUTES, schema, e, "string")
-                fields = dict.fromkeys(EVENT_COLUMNS)
-                fields.update({name: e.get(name) for name in EVENT_COLUMNS if name in e}, entity=entity,
-                              entity_key=key, kind=KINDS[schema.topic], t_us=micros(e["event_time"]),
+                fields = {name: e.get(name) for name in EVENT_COLUMNS}
+                fields.update(entity=entity, entity_key=key, kind=KINDS[schema.topic], t_us=micros(e["event_time"]),
                               src_partition=getattr(record, "partition", None),
                               src_offset=getattr(record, "offset", None))
                 out.append(Row(**fields))
@@ -211,7 +205,8 @@ class InMemory:
     def _lookup(self, ids):
         self.lookups += ids
         known = self.sessions
-        return {i: Found(known.get(i), None if i in known else "session not found (HTTP 404)", 1) for i in ids}
+        return {i: LookupResult(known.get(i), None if i in known else "session not found (HTTP 404)", 1)
+                for i in ids}
 
     def _read_sessions(self, rows: list[Row]) -> None:
         """What the lookup service has read off the sessions topic by this batch (first one wins)."""
@@ -244,17 +239,11 @@ class InMemory:
     @staticmethod
     def views(out: list[dict]) -> dict:
         """tx_id -> its last enriched record as `actual` reads it."""
-        views = {}
-        for r in out:
-            if r["kind"] == ENRICHED:
-                body = {name: r[name] for name in ("tx_id", "user_id", "session_id", "amount", "currency", "type",
-                                                   "session_country", "session_device", "user_name", "user_country",
-                                                   "user_segment", "user_version", "first_of_type")}
-                body.update(event_time=moment(r["t_us"]).isoformat(),
-                            session_started_at=moment(r["session_start_us"]).isoformat()
-                            if r["session_start_us"] is not None else None)
-                views[r["tx_id"]] = parse_output(json.dumps(body).encode())
-        return views
+        shown = ("tx_id", "user_id", "session_id", "currency", "type", "session_country", "session_device",
+                 "user_name", "user_country", "user_segment", "user_version", "first_of_type")
+        return {r["tx_id"]: {**{name: r[name] for name in shown}, "amount": float(r["amount"]),
+                             "event_time": moment(r["t_us"]), "session_started_at": moment(r["session_start_us"])}
+                for r in out if r["kind"] == ENRICHED}
 
 
 # --- Reading the output topic: what a consumer keeps -------------------------------------------

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Callable, Iterator
 
-from jobs.money_enrichment.rules import LOOKUP
 from jobs.money_enrichment.given import DEAD, ENRICHED, PASS, TX
+from jobs.money_enrichment.rules import LOOKUP
 from joinlab.events import micros
 
 
@@ -21,10 +21,11 @@ def needs_lookup(row: dict) -> bool:
     return row["kind"] == ENRICHED and row["enriched_by"] == LOOKUP and row["session_start_us"] is None
 
 
-def fill(row: dict, session: dict | None, error: str | None) -> dict:
+def fill(row: dict, result) -> dict:
     """The row with its session's fields, or a dead letter saying why there are none."""
+    session = result.session
     if session is None:
-        return dict(row, kind=DEAD, entity=PASS, entity_key=row["tx_id"], reason=error or "lookup failed",
+        return dict(row, kind=DEAD, entity=PASS, entity_key=row["tx_id"], reason=result.error or "lookup failed",
                     source_topic=TX)
     return dict(row, session_country=session["country"], session_device=session["device"],
                 session_start_us=micros(session["event_time"]))
@@ -36,14 +37,14 @@ def enrich_rows(rows: list[dict], lookup: Callable[[list[str]], dict]) -> list[d
     if not ids:
         return rows
     results = lookup(ids)
-    return [fill(row, results[row["session_id"]].session, results[row["session_id"]].error)
-            if needs_lookup(row) else row for row in rows]
+    return [fill(row, results[row["session_id"]]) if needs_lookup(row) else row for row in rows]
 
 
 def lookup_step(settings) -> Callable:
     """The mapInArrow function for `settings` (joinlab.lookup.LookupSettings, read on the driver)."""
     def run(batches: Iterator) -> Iterator:  # runs on Spark's Python workers: they import what it uses
         import pyarrow as pa
+
         from joinlab.lookup import lookup_sessions
         for batch in batches:
             rows = enrich_rows(batch.to_pylist(), lambda ids: lookup_sessions(ids, settings))

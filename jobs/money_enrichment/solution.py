@@ -18,9 +18,8 @@ from typing import Iterator, NamedTuple
 from pyspark.sql import Row
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
+from jobs.money_enrichment.given import SESSION_START, TX, USER, USER_UPDATE, Tx, cleanup_ms, dead, flow, pick, tx_of
 from jobs.money_enrichment.rules import LOOKUP, STREAM, Settings
-from jobs.money_enrichment.given import (SESSION_START, TX, USER, USER_UPDATE, Tx, cleanup_ms, dead, flow, pick,
-                                          tx_of)
 from joinlab.events import timer_ms
 from joinlab.named_state import KeyState
 

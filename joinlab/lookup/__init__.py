@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from joinlab.lookup.client import LookupResult, LookupSettings, health_problem, lookup_sessions
 
-_LAZY = {"LookupService": "joinlab.lookup.service", "ServiceError": "joinlab.lookup.service",
-         "SessionStore": "joinlab.lookup.store"}
+_LAZY = {"LookupService": "joinlab.lookup.service", "ServiceError": "joinlab.lookup.service"}
 
 
 def __getattr__(name: str):
@@ -19,5 +18,4 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'joinlab.lookup' has no attribute {name!r}")
 
 
-__all__ = ["LookupResult", "LookupService", "LookupSettings", "ServiceError", "SessionStore", "health_problem",
-           "lookup_sessions"]
+__all__ = ["LookupResult", "LookupService", "LookupSettings", "ServiceError", "health_problem", "lookup_sessions"]

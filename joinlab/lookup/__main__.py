@@ -8,8 +8,8 @@ import threading
 
 from joinlab.broker import BrokerError, bootstrap_servers
 from joinlab.generate import bounded, fraction
-from joinlab.lookup.config import DEFAULT_PORT, PORT_ENV
-from joinlab.lookup.service import LookupService, ServiceError, token_hint
+from joinlab.lookup.config import DEFAULT_PORT, PORT_ENV, TOKEN_ENV
+from joinlab.lookup.service import LookupService, ServiceError
 
 whole = bounded(int, 0)
 
@@ -41,28 +41,25 @@ def main(argv: list[str] | None = None) -> int:
         bootstrap = args.bootstrap or bootstrap_servers()
     except BrokerError as exc:
         p.error(f"{exc} Or pass --bootstrap HOST:PORT.")
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
     try:
         service = LookupService(bootstrap, args.topic, port=args.port, host=args.host, latency_ms=args.latency_ms,
-                                fail_first=args.fail_first, error_rate=args.error_rate, seed=args.seed)
+                                fail_first=args.fail_first, error_rate=args.error_rate, seed=args.seed).start()
     except ValueError as exc:  # a bad LAB_LOOKUP_PORT
         p.error(str(exc))
     except ServiceError as exc:
         print(f"lookup: {exc}", file=sys.stderr)
         return 2
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
-    try:
-        service.start()
-    except ServiceError as exc:
-        print(f"lookup: {exc}", file=sys.stderr)
-        return 2
-    faults = service.faults
-    injected = (f"; injected faults: latency {faults.latency_ms} ms, fail-first {faults.fail_first}, "
-                f"error rate {faults.error_rate} (seed {faults.seed})"
-                if faults.latency_ms or faults.fail_first or faults.error_rate else "")
+    source = service.token_source  # where a client finds the token (never the token itself)
+    token = (f"token from {source}" if source.startswith(("$", "given")) else
+             f"token in {source} (clients read it there, or from ${TOKEN_ENV})")
+    injected = (f"; injected faults: latency {args.latency_ms} ms, fail-first {args.fail_first}, "
+                f"error rate {args.error_rate} (seed {args.seed})"
+                if args.latency_ms or args.fail_first or args.error_rate else "")
     print(f"lookup: serving sessions of {args.topic} from {bootstrap} at {service.url} (bound to {args.host}); "
-          f"{token_hint(service)}{injected}", flush=True)
+          f"{token}{injected}", flush=True)
     try:
         stop.wait()
     finally:

@@ -12,11 +12,10 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import queue
-import socket
 import threading
 import time
-from dataclasses import dataclass
+from collections import deque
+from dataclasses import dataclass, field
 from urllib.parse import quote, urlsplit
 
 from joinlab.config import duration_ms
@@ -30,7 +29,7 @@ START_HINT = "is it running? (`make up` or `python -m joinlab.lookup`)"
 @dataclass(frozen=True)
 class LookupSettings:
     url: str
-    token: str
+    token: str = field(repr=False)  # never printed: Spark logs the reprs of closures' values
     timeout_s: float = 2.0
     retries: int = 2
     concurrency: int = 8
@@ -38,13 +37,11 @@ class LookupSettings:
     def __post_init__(self):
         parts = urlsplit(self.url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"lookup URL {self.url!r} must look like http://host:port")
+            raise ValueError(f"lookup URL {self.url!r} ($MONEY_LOOKUP_URL): give http://host:port, "
+                             "e.g. http://127.0.0.1:8090")
         if not self.timeout_s > 0 or self.retries < 0 or self.concurrency < 1:
-            raise ValueError(f"lookup settings: timeout must be > 0, retries >= 0, concurrency >= 1 (got {self})")
-
-    def __repr__(self) -> str:  # never print the token (Spark logs reprs of closures' values)
-        return (f"LookupSettings(url={self.url!r}, token={'***' if self.token else ''!r}, timeout_s={self.timeout_s},"
-                f" retries={self.retries}, concurrency={self.concurrency})")
+            raise ValueError(f"lookup settings: timeout ($MONEY_LOOKUP_TIMEOUT) must be > 0, retries >= 0, "
+                             f"concurrency >= 1 (got {self})")
 
     @classmethod
     def from_env(cls, environ=None) -> "LookupSettings":
@@ -52,11 +49,7 @@ class LookupSettings:
         MONEY_LOOKUP_RETRIES, MONEY_LOOKUP_CONCURRENCY; a bad value raises ValueError naming it."""
         env = os.environ if environ is None else environ
         url = env.get("MONEY_LOOKUP_URL") or f"http://127.0.0.1:{default_port(env) or 8090}"
-        if not urlsplit(url).hostname or urlsplit(url).scheme not in ("http", "https"):
-            raise ValueError(f"MONEY_LOOKUP_URL={url!r}: give http://host:port, e.g. http://127.0.0.1:8090")
         timeout_ms = duration_ms(env.get("MONEY_LOOKUP_TIMEOUT") or "2 seconds", "MONEY_LOOKUP_TIMEOUT")
-        if timeout_ms <= 0:
-            raise ValueError(f"MONEY_LOOKUP_TIMEOUT={env['MONEY_LOOKUP_TIMEOUT']!r} must be more than 0")
         return cls(url, configured_token(env), timeout_ms / 1000, _int(env, "MONEY_LOOKUP_RETRIES", 2, 0),
                    _int(env, "MONEY_LOOKUP_CONCURRENCY", 8, 1))
 
@@ -89,9 +82,7 @@ def lookup_sessions(session_ids, settings: LookupSettings) -> dict[str, LookupRe
                   f"{token_file()}")
         return {i: LookupResult(None, reason, 0) for i in ids}
     deadline = time.monotonic() + settings.timeout_s
-    todo: queue.SimpleQueue = queue.SimpleQueue()
-    for session_id in ids:
-        todo.put(session_id)
+    todo = deque(ids)  # the workers' popleft() is thread-safe
     results: dict[str, LookupResult] = {}
     lock = threading.Lock()
     workers = [threading.Thread(target=_worker, args=(todo, results, lock, settings, deadline), daemon=True,
@@ -102,7 +93,6 @@ def lookup_sessions(session_ids, settings: LookupSettings) -> dict[str, LookupRe
         worker.join(max(0.0, deadline - time.monotonic()) + JOIN_GRACE_S)
     with lock:  # a worker stuck past the deadline (name resolution has no timeout) is left behind
         answered = dict(results)
-        results.clear()
     timed_out = _timeout_reason(settings, 0)
     return {i: answered.get(i) or LookupResult(None, timed_out, 0) for i in ids}
 
@@ -111,15 +101,18 @@ def _timeout_reason(settings: LookupSettings, attempts: int) -> str:
     return f"lookup timed out after {settings.timeout_s:.1f} s ({attempts} attempt{'' if attempts == 1 else 's'})"
 
 
-def _worker(todo: queue.SimpleQueue, results: dict, lock: threading.Lock, settings: LookupSettings,
+def _worker(todo: deque, results: dict, lock: threading.Lock, settings: LookupSettings,
             deadline: float) -> None:
-    """Take ids until none is left, on one keep-alive connection."""
-    connection = _Connection(settings)
+    """Take ids until none is left, on one keep-alive connection (after close() the next request
+    opens it again)."""
+    parts = urlsplit(settings.url)
+    kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+    connection = kind(parts.hostname, parts.port)
     try:
         while True:
             try:
-                session_id = todo.get_nowait()
-            except queue.Empty:
+                session_id = todo.popleft()
+            except IndexError:
                 return
             if not isinstance(session_id, str) or not session_id:
                 result = LookupResult(None, f"no session id to look up ({session_id!r})", 0)
@@ -134,7 +127,7 @@ def _worker(todo: queue.SimpleQueue, results: dict, lock: threading.Lock, settin
         connection.close()
 
 
-def _lookup_one(connection: "_Connection", session_id: str, settings: LookupSettings,
+def _lookup_one(connection: http.client.HTTPConnection, session_id: str, settings: LookupSettings,
                 deadline: float) -> LookupResult:
     attempts = 0
     while True:
@@ -143,7 +136,7 @@ def _lookup_one(connection: "_Connection", session_id: str, settings: LookupSett
             return LookupResult(None, _timeout_reason(settings, attempts), attempts)
         attempts += 1
         try:
-            return _attempt(connection, session_id, left, attempts)
+            return _attempt(connection, session_id, settings, left, attempts)
         except TimeoutError:
             connection.close()
             return LookupResult(None, _timeout_reason(settings, attempts), attempts)
@@ -154,15 +147,24 @@ def _lookup_one(connection: "_Connection", session_id: str, settings: LookupSett
             time.sleep(max(0.0, min(pause, deadline - time.monotonic())))  # a backoff, capped by the deadline
 
 
-def _attempt(connection: "_Connection", session_id: str, timeout_s: float, attempt: int) -> LookupResult:
-    """One request. Returns the final result, raises _Retry (retryable) or TimeoutError."""
+def _attempt(connection: http.client.HTTPConnection, session_id: str, settings: LookupSettings, timeout_s: float,
+             attempt: int) -> LookupResult:
+    """One request, given only the time left. Returns the final result, raises _Retry (retryable)
+    or TimeoutError."""
+    connection.timeout = timeout_s  # when it connects
+    if connection.sock is not None:
+        connection.sock.settimeout(timeout_s)
+    path = f"{urlsplit(settings.url).path.rstrip('/')}/sessions/{quote(session_id, safe='')}"
     try:
-        status, body = connection.get(f"/sessions/{quote(session_id, safe='')}", timeout_s)
-    except (socket.timeout, TimeoutError):
-        raise TimeoutError from None
+        connection.request("GET", path, headers={"Authorization": f"Bearer {settings.token}",
+                                                 "Accept": "application/json"})
+        response = connection.getresponse()
+        status, body = response.status, response.read()
+    except TimeoutError:  # an OSError too, but not one to retry: the deadline has passed
+        raise
     except (OSError, http.client.HTTPException) as exc:
         connection.close()
-        raise _Retry(f"lookup service unreachable at {connection.base}: {exc or type(exc).__name__}; "
+        raise _Retry(f"lookup service unreachable at {settings.url.rstrip('/')}: {exc or type(exc).__name__}; "
                      f"{START_HINT}") from None
     if status == 200:
         try:
@@ -180,35 +182,6 @@ def _attempt(connection: "_Connection", session_id: str, timeout_s: float, attem
     if status >= 500:
         raise _Retry(f"lookup failed: HTTP {status} after {attempt} attempt{'' if attempt == 1 else 's'}")
     return LookupResult(None, f"lookup failed: HTTP {status}", attempt)
-
-
-class _Connection:
-    """One keep-alive HTTP connection, reopened after an error; each request gets its own timeout."""
-
-    def __init__(self, settings: LookupSettings):
-        parts = urlsplit(settings.url)
-        self.base = settings.url.rstrip("/")
-        self._prefix = parts.path.rstrip("/")
-        self._secure = parts.scheme == "https"
-        self._host, self._port = parts.hostname, parts.port or (443 if self._secure else 80)
-        self._headers = {"Authorization": f"Bearer {settings.token}", "Accept": "application/json"}
-        self._conn: http.client.HTTPConnection | None = None
-
-    def get(self, path: str, timeout_s: float) -> tuple[int, bytes]:
-        if self._conn is None:
-            kind = http.client.HTTPSConnection if self._secure else http.client.HTTPConnection
-            self._conn = kind(self._host, self._port, timeout=timeout_s)
-        self._conn.timeout = timeout_s
-        if self._conn.sock is not None:
-            self._conn.sock.settimeout(timeout_s)
-        self._conn.request("GET", self._prefix + path, headers=self._headers)
-        response = self._conn.getresponse()
-        return response.status, response.read()
-
-    def close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
 
 
 def health_problem(url: str, timeout_s: float = 4.0) -> str | None:

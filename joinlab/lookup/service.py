@@ -17,9 +17,7 @@ import socket
 import sys
 import threading
 from contextlib import contextmanager
-from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from joinlab.lookup.config import TOKEN_ENV, default_port, token_file
@@ -30,15 +28,6 @@ HOST = "127.0.0.1"
 
 class ServiceError(RuntimeError):
     """The service cannot start; the message says what to do."""
-
-
-@dataclass(frozen=True)
-class Faults:
-    """Injected faults, for tests and demos; none by default."""
-    latency_ms: int = 0        # every response waits this long
-    fail_first: int = 0        # the first N requests for each session id answer 503
-    error_rate: float = 0.0    # this fraction of session requests answers 503 (seeded)
-    seed: int = 0
 
 
 def resolve_token(token: str | None = None) -> tuple[str, str]:
@@ -97,39 +86,13 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.service.connections += 1
 
     def do_GET(self) -> None:
-        service: LookupService = self.server.service
-        path = urlsplit(self.path).path
-        if not path.startswith("/sessions/"):
-            service._delay()
-            if path == "/health":  # counts only, no data: no token needed
-                self._send(200, {"status": "ok", "sessions": service.store.sessions,
-                                 "invalid": service.store.invalid})
-            else:
-                self._send(404, {"error": "no such path; use GET /sessions/<session_id> or GET /health"})
-            return
-        with service._in_flight():
-            service._delay()
-            if not service._authorized(self.headers.get("Authorization", "")):
-                self._send(401, {"error": "missing or wrong token: send Authorization: Bearer <token>"},
-                           {"WWW-Authenticate": 'Bearer realm="joinlab-lookup"'})
-                return
-            session_id = unquote(path[len("/sessions/"):])
-            if service._inject_failure(session_id):
-                self._send(503, {"error": "injected failure"})
-                return
-            session = service.store.get(session_id)
-            if session is None:
-                self._send(404, {"error": "session not found"})
-            else:
-                self._send(200, session)
-
-    def _send(self, status: int, body: dict, headers: dict | None = None) -> None:
+        status, body = self.server.service.answer(urlsplit(self.path).path, self.headers.get("Authorization", ""))
         data = json.dumps(body).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
-        for name, value in (headers or {}).items():
-            self.send_header(name, value)
+        if status == 401:
+            self.send_header("WWW-Authenticate", 'Bearer realm="joinlab-lookup"')
         self.end_headers()
         self.wfile.write(data)
 
@@ -138,21 +101,20 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class LookupService:
-    """The service in-process: `with LookupService(bootstrap, port=0) as svc: svc.url, svc.token`."""
+    """The service in-process: `with LookupService(bootstrap, port=0) as svc: svc.url, svc.token`.
+    Injected faults, for tests and demos (none by default): every response waits `latency_ms`; the
+    first `fail_first` requests for each session id, and a seeded `error_rate` of them, answer 503."""
 
     def __init__(self, bootstrap: str, topic: str | None = None, port: int | None = None, host: str = HOST,
                  token: str | None = None, latency_ms: int = 0, fail_first: int = 0, error_rate: float = 0.0,
                  seed: int = 0):
-        self.faults = Faults(latency_ms, fail_first, error_rate, seed)
-        if latency_ms < 0 or fail_first < 0 or not 0 <= error_rate <= 1:
-            raise ServiceError(f"bad fault settings {self.faults}: latency and fail-first must be >= 0, "
-                               "the error rate between 0 and 1")
+        self.latency_ms, self.fail_first, self.error_rate = latency_ms, fail_first, error_rate
         self.token, self.token_source = resolve_token(token)
         self.store = SessionStore(bootstrap, topic)
         self._host, self._port = host, default_port() if port is None else port
         self._lock = threading.Lock()
         self._stopping = threading.Event()
-        self._random = random.Random(self.faults.seed)
+        self._random = random.Random(seed)
         self._requests_per_id: dict[str, int] = {}
         self.in_flight = self.max_in_flight = self.requests = self.connections = 0
         self._server: _Server | None = None
@@ -201,21 +163,31 @@ class LookupService:
             self.max_in_flight = self.requests = self.connections = 0
             self._requests_per_id.clear()
 
-    # --- used by the handler ----------------------------------------------------------------
-
-    def _authorized(self, header: str) -> bool:
-        scheme, _, given = header.partition(" ")
-        return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), self.token.encode())
+    def answer(self, path: str, authorization: str) -> tuple[int, dict]:
+        """A GET's status and JSON body; /health (counts only, no data) needs no token."""
+        if not path.startswith("/sessions/"):
+            self._delay()
+            if path == "/health":
+                return 200, {"status": "ok", "sessions": self.store.sessions, "invalid": self.store.invalid}
+            return 404, {"error": "no such path; use GET /sessions/<session_id> or GET /health"}
+        with self._in_flight():
+            self._delay()
+            scheme, _, given = authorization.partition(" ")
+            if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), self.token.encode()):
+                return 401, {"error": "missing or wrong token: send Authorization: Bearer <token>"}
+            session_id = unquote(path[len("/sessions/"):])
+            with self._lock:
+                seen = self._requests_per_id.get(session_id, 0)
+                self._requests_per_id[session_id] = seen + 1
+                failing = seen < self.fail_first or self._random.random() < self.error_rate
+            if failing:
+                return 503, {"error": "injected failure"}
+            session = self.store.get(session_id)
+            return (200, session) if session is not None else (404, {"error": "session not found"})
 
     def _delay(self) -> None:
-        if self.faults.latency_ms:
-            self._stopping.wait(self.faults.latency_ms / 1000)
-
-    def _inject_failure(self, session_id: str) -> bool:
-        with self._lock:
-            seen = self._requests_per_id.get(session_id, 0)
-            self._requests_per_id[session_id] = seen + 1
-            return seen < self.faults.fail_first or self._random.random() < self.faults.error_rate
+        if self.latency_ms:
+            self._stopping.wait(self.latency_ms / 1000)
 
     @contextmanager
     def _in_flight(self):
@@ -243,9 +215,3 @@ def _reachable(bootstrap: str, timeout_s: float = 3.0) -> None:
             problems.append(f"{server.strip()}: {exc}")
     raise ConnectionError("; ".join(problems))
 
-
-def token_hint(service: LookupService) -> str:
-    """Where a client finds the token, for the start-up log line (never the token itself)."""
-    if service.token_source.startswith("$") or service.token_source.startswith("given"):
-        return f"token from {service.token_source}"
-    return f"token in {Path(service.token_source)} (clients read it there, or from ${TOKEN_ENV})"

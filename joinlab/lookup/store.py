@@ -13,7 +13,7 @@ import time
 
 from kafka import TopicPartition
 
-from joinlab.events import EventSchema, validate
+from joinlab.events import validate
 from joinlab.topics import plain_consumer
 
 REDISCOVER_S = 2.0  # how often to look for the topic (or new partitions) again
@@ -22,20 +22,16 @@ REDISCOVER_S = 2.0  # how often to look for the topic (or new partitions) again
 class SessionStore:
     """session_id -> the first valid session event, filled by a background consumer."""
 
-    def __init__(self, bootstrap: str, topic: str | None = None, schema: EventSchema | None = None):
-        if schema is None:  # the job's own contract: the service and the job judge a session alike
-            from joinlab import patterns  # deferred: the registry imports the job, and with it Spark
-            schema = patterns.job("money-enrichment").SESSIONS
-        self.bootstrap, self.schema = bootstrap, schema
-        self.topic = topic or schema.topic
+    def __init__(self, bootstrap: str, topic: str | None = None):
+        from joinlab import patterns  # deferred: the registry imports the job, and with it Spark
+        self.schema = patterns.job("money-enrichment").SESSIONS  # the service and the job judge a session alike
+        self.bootstrap, self.topic = bootstrap, topic or self.schema.topic
         self._sessions: dict[str, dict] = {}
-        self._positions: dict[int, int] = {}
-        self._invalid = 0
+        self._positions: dict[int, int] = {}  # partition -> the next offset to consume
+        self.invalid = 0  # records skipped as invalid
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._consumer = None
-        self.error: str | None = None  # the last consumer error, while it lasts
 
     # --- reading ----------------------------------------------------------------------------
 
@@ -45,38 +41,24 @@ class SessionStore:
             return dict(session) if session else None
 
     def ids(self) -> list[str]:
-        """The session ids loaded so far."""
         with self._lock:
             return list(self._sessions)
 
     @property
     def sessions(self) -> int:
-        """How many sessions are loaded."""
-        with self._lock:
-            return len(self._sessions)
-
-    @property
-    def invalid(self) -> int:
-        """How many records were skipped as invalid."""
-        with self._lock:
-            return self._invalid
-
-    def positions(self) -> dict[int, int]:
-        """partition -> the next offset to consume (consumed everything below it)."""
-        with self._lock:
-            return dict(self._positions)
+        return len(self._sessions)
 
     def caught_up_to(self, ends: dict[int, int]) -> bool:
         """Whether every partition in `ends` (partition -> end offset) has been consumed to its end."""
-        positions = self.positions()
-        return all(p in positions and positions[p] >= end for p, end in ends.items())
+        with self._lock:
+            return all(self._positions.get(p, -1) >= end for p, end in ends.items())
 
     # --- lifecycle --------------------------------------------------------------------------
 
     def start(self) -> "SessionStore":
         """Connect (raises kafka.errors.NoBrokersAvailable when nothing answers) and start reading."""
-        self._consumer = plain_consumer(self.bootstrap)
-        self._thread = threading.Thread(target=self._run, name=f"session-store-{self.topic}", daemon=True)
+        self._thread = threading.Thread(target=self._run, args=(plain_consumer(self.bootstrap),),
+                                        name=f"session-store-{self.topic}", daemon=True)
         self._thread.start()
         return self
 
@@ -85,26 +67,20 @@ class SessionStore:
         if self._thread:
             self._thread.join(timeout_s)
 
-    def __enter__(self) -> "SessionStore":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
     # --- the consumer thread ----------------------------------------------------------------
 
-    def _run(self) -> None:
-        consumer = self._consumer
+    def _run(self, consumer) -> None:
+        last_error = None
         try:
             while not self._stop.is_set():
                 try:
                     self._assign_new_partitions(consumer)
                     self._consume(consumer, until=REDISCOVER_S)
-                    self.error = None
+                    last_error = None
                 except Exception as exc:  # keep serving what is loaded; retry
-                    if str(exc) != self.error:
+                    if str(exc) != last_error:  # once, not every second while it lasts
                         print(f"lookup: reading {self.topic} failed, retrying: {exc}", file=sys.stderr, flush=True)
-                    self.error = str(exc)
+                    last_error = str(exc)
                     self._stop.wait(1.0)
         finally:
             consumer.close()
@@ -119,11 +95,9 @@ class SessionStore:
         beginnings = consumer.beginning_offsets([TopicPartition(self.topic, p) for p in new])
         consumer.assign(tps)
         with self._lock:
-            for tp, offset in beginnings.items():
-                self._positions[tp.partition] = offset
-            positions = dict(self._positions)
+            self._positions.update({tp.partition: offset for tp, offset in beginnings.items()})
         for tp in tps:  # explicit offsets always (see the README on the embedded broker)
-            consumer.seek(tp, positions[tp.partition])
+            consumer.seek(tp, self._positions[tp.partition])
 
     def _consume(self, consumer, until: float) -> None:
         if not self._positions:
@@ -140,7 +114,7 @@ class SessionStore:
             for record in records:
                 event, _ = validate(self.schema, record.value, record.timestamp)
                 if event is None:
-                    self._invalid += 1
+                    self.invalid += 1
                     continue
                 self._sessions.setdefault(event["session_id"], {name: event.get(name) for name in fields})
             self._positions[tp.partition] = max(position, records[-1].offset + 1 if records else 0)

@@ -13,9 +13,6 @@
 Nothing here knows a pattern: everything comes from the pattern's job, generator and reference
 modules (joinlab.patterns). Sizes come from the environment so that `make test` can run the same
 notebook small and fast: LAB_NOTEBOOK_EVENTS, LAB_NOTEBOOK_RATE (see `setting`).
-
-Modules: `lab` (the Lab), `feed` (the generator thread), `peek` (records as tables), `progress`
-(micro-batches and time), `state` (the checkpoint's state), `plots`, `env` (paths, sizes, broker).
 """
 from joinlab.notebook.env import connect, default_lab_home, setting
 
@@ -23,9 +20,9 @@ default_lab_home()  # before anything reads LAB_HOME
 
 from joinlab.notebook.feed import Feed  # noqa: E402
 from joinlab.notebook.lab import DEFAULT_DISORDER, Lab  # noqa: E402
-from joinlab.notebook.peek import frame, latest_records, rows, topic_ends  # noqa: E402
+from joinlab.notebook.peek import frame, rows  # noqa: E402
 from joinlab.notebook.plots import plot_progress, plot_timeline  # noqa: E402
 from joinlab.notebook.progress import wait_until  # noqa: E402
 
-__all__ = ["DEFAULT_DISORDER", "Feed", "Lab", "connect", "frame", "latest_records", "plot_progress",
-           "plot_timeline", "rows", "setting", "topic_ends", "wait_until"]
+__all__ = ["DEFAULT_DISORDER", "Feed", "Lab", "connect", "frame", "plot_progress", "plot_timeline", "rows", "setting",
+           "wait_until"]

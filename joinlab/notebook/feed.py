@@ -1,8 +1,4 @@
-"""The generator in a background thread, so cells keep running while records arrive.
-
-It sends one second's worth of records at a time: small enough to stop between chunks, and
-`sent` says how far it got.
-"""
+"""The generator in a background thread, so cells keep running while records arrive."""
 from __future__ import annotations
 
 import threading
@@ -14,7 +10,7 @@ from joinlab.generate import Record, send
 
 class Feed:
     """Sends `records` at `rate` records/s in a daemon thread, one second's worth at a time, so
-    it can be stopped between chunks. `pending()` are the records not acknowledged yet."""
+    it can be stopped between chunks; `sent` says how far it got."""
 
     def __init__(self, bootstrap: str, records: list[Record], rate: float | None):
         self.bootstrap, self.records, self.rate = bootstrap, records, rate
@@ -39,9 +35,6 @@ class Feed:
     @property
     def done(self) -> bool:
         return not self.thread.is_alive()
-
-    def pending(self) -> list[Record]:
-        return self.records[self.sent:]
 
     def wait(self, timeout_s: float = 300) -> "Feed":
         self.thread.join(timeout_s)

@@ -22,12 +22,13 @@ from joinlab.config import lab_home
 from joinlab.generate import Disorder, Record, send
 from joinlab.notebook.env import connect, setting
 from joinlab.notebook.feed import Feed
-from joinlab.notebook.peek import frame, latest_records, topic_ends
+from joinlab.notebook.peek import frame, topic_ends
 from joinlab.notebook.progress import as_dict, wait_until
-from joinlab.spark import session, ui_url
-from joinlab.status import Watcher, observed
+from joinlab.spark import session, stop, ui_url
+from joinlab.status import Watcher, observed, offsets
+from joinlab.topics import NoSuchTopic
 from joinlab.topics import Record as TopicRecord
-from joinlab.topics import create_topics, read_topics
+from joinlab.topics import create_topics, read_topics, tail
 from joinlab.verify import verify
 
 # Out of order, with duplicates and a few malformed records, as in `make demo`.
@@ -70,8 +71,11 @@ class Lab:
         return {t: sum(ends.get(t, {}).values()) for t in topics}
 
     def peek(self, topic: str, n: int = 5, columns: list[str] | None = None) -> pd.DataFrame:
-        """The latest `n` records of `topic`, newest last."""
-        df = frame(latest_records(self.bootstrap, topic, n))
+        """The latest `n` records of `topic` (by Kafka timestamp, across partitions), newest last."""
+        try:
+            df = frame(tail(self.bootstrap, topic, n))
+        except NoSuchTopic:
+            df = frame([])
         if columns:  # plus `raw`, the value of records that are not JSON objects, if any
             df = df[[c for c in columns if c in df.columns] + (["raw"] if "raw" in df.columns else [])]
         return df
@@ -129,21 +133,18 @@ class Lab:
             print(f"Spark UI {ui_url(self.spark)} (Structured Streaming tab: rates, durations, state, watermark)")
         return self.spark
 
-    def start_job(self, trigger: str = "2 seconds", max_offsets_per_trigger: int | None = None,
-                  fresh: bool = True, solution=None):
-        """Start the job in this kernel's Spark session, or attach to it if it already runs.
-
-        fresh: start from an empty checkpoint (reads the input topics from the beginning; an old
-        checkpoint may name offsets of a broker that no longer exists).
-        solution: the module its processors come from (a candidate's; None: the lab's own)."""
+    def start_job(self, trigger: str = "2 seconds", max_offsets_per_trigger: int | None = None, solution=None):
+        """Start the job in this kernel's Spark session on an empty checkpoint (it reads the input
+        topics from the beginning; an old checkpoint may name offsets of a broker that no longer
+        exists), or attach to it if it already runs. `solution`: the module its processors come
+        from (a candidate's; None: the lab's own)."""
         spark = self.spark or self.start_spark()
         running = [q for q in spark.streams.active if q.name == self.query_name]
         if running:
             self.query = running[0]
             print(f"attached to the running query {self.query_name} (id {self.query.id})")
             return self.query
-        if fresh:
-            shutil.rmtree(self.checkpoint, ignore_errors=True)
+        shutil.rmtree(self.checkpoint, ignore_errors=True)
         if self.services is None:
             self.services = runner.services(self.job, self.bootstrap)
             self.services.__enter__()
@@ -168,8 +169,11 @@ class Lab:
     def caught_up(self) -> bool:
         """True when the last micro-batch read up to the current end of every input topic."""
         last = self._last_progress()
-        return bool(last.get("sources")) and query_progress.caught_up(
-            last, topic_ends(self.bootstrap, self.job.INPUT_TOPICS))
+        if not last.get("sources"):
+            return False
+        done = offsets(last["sources"][0]["endOffset"])
+        ends = topic_ends(self.bootstrap, self.job.INPUT_TOPICS)
+        return all(int(done.get(t, {}).get(p, 0)) >= end for t, parts in ends.items() for p, end in parts.items())
 
     def wait_caught_up(self, timeout_s: float = 180) -> None:
         self.wait_until(self.caught_up, timeout_s, "the job to catch up with its input topics")
@@ -202,18 +206,17 @@ class Lab:
         state variables of transformWithState operators."""
         return self._read_state("the state metadata", lambda: state_source.metadata(self.spark, self.checkpoint))
 
-    def state(self, var: str | None = None, operator_id: int | None = None, batch_id: int | None = None,
-              **options: str) -> pd.DataFrame:
-        """The job's state at its last committed batch (or `batch_id`), key and value columns
-        flattened. `var` names a transformWithState state variable (`stateVarName`); map and list
-        variables come one row per entry. `operator_id` defaults to the operator that declares
-        `var` (see `operator_of`), else 0. Other operators take Spark's options (e.g. joinSide).
+    def state(self, var: str | None = None, operator_id: int | None = None) -> pd.DataFrame:
+        """The job's state at its last committed batch, key and value columns flattened. `var`
+        names a transformWithState state variable (`stateVarName`); map and list variables come one
+        row per entry. `operator_id` defaults to the operator that declares `var` (see
+        `operator_of`), else 0.
 
         If Spark cannot read it, this prints why and the state operators' metrics from the last
         progress instead, and returns an empty table ($LAB_NOTEBOOK_STRICT=1 raises, as in tests)."""
         def read() -> pd.DataFrame:
             op = operator_id if operator_id is not None else self.operator_of(var) if var else 0
-            return state_source.read(self.spark, self.checkpoint, var, op, batch_id, **options)
+            return state_source.read(self.spark, self.checkpoint, var, op)
         what = f"state variable {var!r}" if var else f"the state of operator {operator_id or 0}"
         if var and operator_id is not None:
             what += f" of operator {operator_id}"
@@ -244,8 +247,8 @@ class Lab:
         print("\n".join(report.lines()))
         return report
 
-    def stop(self, spark: bool = True) -> None:
-        """Stop the generator, the query and (by default) the Spark session."""
+    def stop(self) -> None:
+        """Stop the generator, the query, the services the job called and the Spark session."""
         if self.feed:
             self.feed.stop()
         if self.query is not None and self.query.isActive:
@@ -253,8 +256,7 @@ class Lab:
         if self.services is not None:
             self.services.__exit__(None, None, None)
             self.services = None
-        if spark and self.spark is not None:
-            from joinlab.spark import stop
+        if self.spark is not None:
             stop(self.spark)
             self.spark = None
         print(f"stopped: generator {self.feed!r}, query active: "

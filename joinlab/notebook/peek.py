@@ -11,15 +11,13 @@ from typing import Any, Iterable
 
 import pandas as pd
 
-from joinlab.topics import NoSuchTopic, Record, end_offsets, partitions_of, plain_consumer, tail
+from joinlab.topics import Record, end_offsets, partitions_of, plain_consumer
 
 
 def _decode(value: bytes | None) -> Any:
-    if value is None:
-        return None
     try:
         return json.loads(value)
-    except (UnicodeDecodeError, ValueError):
+    except (TypeError, ValueError):  # no value, not UTF-8, not JSON
         return None
 
 
@@ -60,10 +58,3 @@ def topic_ends(bootstrap: str, topics: Iterable[str]) -> dict[str, dict[str, int
         out.setdefault(tp.topic, {})[str(tp.partition)] = int(offset)
     return out
 
-
-def latest_records(bootstrap: str, topic: str, n: int) -> list[Record]:
-    """The last `n` records of `topic` (by Kafka timestamp, across partitions); [] if it does not exist."""
-    try:
-        return list(tail(bootstrap, topic, n))
-    except NoSuchTopic:
-        return []

@@ -10,15 +10,7 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from joinlab.status import OBSERVED, BatchStatus, as_dict, offset_spans, offsets  # noqa: F401 (OBSERVED: notebooks)
-
-
-def caught_up(progress: dict, ends: dict[str, dict[str, int]]) -> bool:
-    """True when the micro-batch of `progress` read up to `ends` ({topic: {partition: offset}})."""
-    if not progress.get("sources"):
-        return False
-    done = offsets(progress["sources"][0]["endOffset"])
-    return all(int(done.get(t, {}).get(p, 0)) >= end for t, parts in ends.items() for p, end in parts.items())
+from joinlab.status import OBSERVED, BatchStatus, as_dict, offset_spans  # noqa: F401 (OBSERVED: notebooks)
 
 
 def batches(recent: list) -> pd.DataFrame:
