@@ -12,6 +12,7 @@ import json
 import random
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Iterable, Sequence
@@ -237,21 +238,16 @@ def disorder_from_args(args: argparse.Namespace) -> Disorder:
                     malformed=args.malformed)
 
 
-def bootstrap_from_args(args: argparse.Namespace) -> str:
-    """--bootstrap, else `joinlab.broker.bootstrap_servers()` (which says how to get a broker)."""
-    if args.bootstrap:
-        return args.bootstrap
-    from joinlab.broker import BrokerError, bootstrap_servers  # a generator imports the broker only to find it
+def produce(pattern: str, args: argparse.Namespace, topics: list[str], records: list[Record]) -> None:
+    """A generator CLI's last step: create the input topics, send (paced by --rate), say what went where.
+    The broker is --bootstrap, else `joinlab.broker.bootstrap_servers()` (which says how to get one)."""
+    # kafka-python and the broker module only when a generator actually produces
+    from joinlab.broker import BrokerError, bootstrap_servers
+    from joinlab.topics import create_topics
     try:
-        return bootstrap_servers()
+        bootstrap = args.bootstrap or bootstrap_servers()
     except BrokerError as exc:
         raise SystemExit(f"error: {exc} Or pass --bootstrap host:port.") from None
-
-
-def produce(pattern: str, args: argparse.Namespace, topics: list[str], records: list[Record]) -> None:
-    """A generator CLI's last step: create the input topics, send (paced by --rate), say what went where."""
-    bootstrap = bootstrap_from_args(args)
-    from joinlab.topics import create_topics  # kafka-python only when we actually produce
     create_topics(bootstrap, topics)
     sent = send(bootstrap, records, rate=args.rate, progress=not args.no_progress)
     print(f"{pattern}: sent {sent} records to {', '.join(topics)} at {bootstrap}: {summary(records)}")
@@ -259,8 +255,5 @@ def produce(pattern: str, args: argparse.Namespace, topics: list[str], records: 
 
 def summary(records: Iterable[Record]) -> str:
     """One line: records per kind, e.g. 'event=1000 duplicate=50 empty=2 ...'."""
-    counts: dict[str, int] = {}
-    for r in records:
-        counts[r.kind] = counts.get(r.kind, 0) + 1
-    order = ["event", "duplicate", *MALFORMED_KINDS]
-    return " ".join(f"{k}={counts[k]}" for k in order if k in counts)
+    counts = Counter(r.kind for r in records)
+    return " ".join(f"{kind}={counts[kind]}" for kind in ("event", "duplicate", *MALFORMED_KINDS) if counts[kind])
