@@ -136,10 +136,7 @@ def _reason(schema: EventSchema, skew: Skew) -> Column:
     if EVENT_TIME in schema.fields:
         too_late = F.unix_micros(F.col(EVENT_TIME)) > (F.unix_millis(F.col("_produced")) + F.lit(skew.ms)) * 1000
         rules.append((F.coalesce(too_late, F.lit(False)), skew.reason))
-    result = F.lit(None).cast("string")
-    for condition, reason in reversed(rules):
-        result = F.when(condition, F.lit(reason)).otherwise(result)
-    return result
+    return F.coalesce(*[F.when(condition, F.lit(reason)) for condition, reason in rules])
 
 
 def _field_types(schemas: list[EventSchema]) -> dict[str, str]:
@@ -165,14 +162,8 @@ def parse_events(raw: DataFrame, schemas: list[EventSchema], dead_letter_topic: 
     per micro-batch (events and dead letters), not once per topic and outcome."""
     types = _field_types(schemas)
     skew = Skew.configured()
-    typed = []
-    for name, kind in types.items():
-        value = F.lit(None).cast(kind)
-        for schema in schemas:
-            if name in schema.fields:
-                value = F.when(F.col("_topic") == schema.topic,
-                               F.expr(f"try_variant_get(_v, '$.{name}', '{kind}')")).otherwise(value)
-        typed.append(value.alias(name))
+    typed = [F.when(F.col("_topic").isin(*[s.topic for s in schemas if name in s.fields]),
+                    F.expr(f"try_variant_get(_v, '$.{name}', '{kind}')")).alias(name) for name, kind in types.items()]
     reason = F.lit(UNEXPECTED_TOPIC)
     for schema in reversed(schemas):
         reason = F.when(F.col("_topic") == schema.topic, _reason(schema, skew)).otherwise(reason)
