@@ -169,12 +169,15 @@ def cause(outcomes: list[Outcome], key_name: str) -> str:
                 if line.startswith((f"  {key_name} ", "  dead letter ")))
 
 
-def expected_by_reference(pattern: str, scenario: Scenario) -> dict:
-    """What the batch reference says the scenario must end with (for --refresh and the tests)."""
-    reference = patterns.reference(pattern)
-    records = [r for batch in scenario.records() for r in batch]
+def expected(pattern: str, records: list) -> dict:
+    """What the batch reference says the output must end with, given `records` in arrival order."""
     with default_settings():
-        return plain(reference.expected(records))
+        return plain(patterns.reference(pattern).expected(records))
+
+
+def expected_by_reference(pattern: str, scenario: Scenario) -> dict:
+    """The scenario's expectation (for --refresh and the tests)."""
+    return expected(pattern, [r for batch in scenario.records() for r in batch])
 
 
 def dead_by_solution(pattern: str, scenario: Scenario) -> dict | None:
