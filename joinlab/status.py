@@ -29,7 +29,7 @@ NO_WATERMARK = "1970-01-01T00:00:00.000Z"  # what Spark reports until the first 
 
 
 def as_dict(progress: Any) -> dict:
-    """A StreamingQueryProgress (or the dict older pyspark returns) as a plain dict; {} for None."""
+    """A StreamingQueryProgress (or a dict already) as a plain dict; {} for None."""
     return (json.loads(progress.json) if hasattr(progress, "json") else progress) or {}
 
 
@@ -154,14 +154,12 @@ class ExecutorWatch:
 
     def check(self, now: float) -> None:
         n = self.count()
-        if n is None:
+        if n is None or (n == 0 and not self.seen):
             return
         if n > 0:
             if self.told:
                 self.out(f"{self.label}: a Spark executor is back ({n}); the job goes on")
             self.seen, self.since, self.told = True, None, False
-            return
-        if not self.seen:
             return
         self.since = now if self.since is None else self.since
         if not self.told and now - self.since >= NO_EXECUTOR_S:
@@ -171,22 +169,21 @@ class ExecutorWatch:
             self.told = True
 
 
-def follow(query, job: types.ModuleType, label: str, shown: str = "line", out=print, executors=None) -> None:
+def follow(query, job: types.ModuleType, label: str, shown: str, executors) -> None:
     """Until `query` ends or Ctrl-C stops it: each executed micro-batch as a status line
-    (`shown="line"`, after `label`), a JSON object (`"json"`) or nothing (`"quiet"`); with
-    `executors` (a count of the application's executors, joinlab.spark.executors), a line on stderr
-    when the job has none for a while (ExecutorWatch).
+    (`shown="line"`, after `label`), a JSON object (`"json"`) or nothing (`"quiet"`); and a line on
+    stderr when `executors()` (joinlab.spark.executors) says the job has had none for a while.
 
     Ctrl-C only sets a flag here, and the loop stops the query: pyspark's own SIGINT handler calls
     into the JVM from inside the call that was interrupted, which ends in py4j tracebacks."""
     watcher = Watcher(job)
     interrupted = threading.Event()
-    watch = ExecutorWatch(executors or (lambda: None), label, lambda text: print(text, file=sys.stderr, flush=True))
+    watch = ExecutorWatch(executors, label, lambda text: print(text, file=sys.stderr, flush=True))
 
     def report() -> None:
         for status in watcher.new(query.recentProgress):
             if shown != "quiet":
-                out(status.json() if shown == "json" else f"{label} {status.line()}", flush=True)
+                print(status.json() if shown == "json" else f"{label} {status.line()}", flush=True)
     in_main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGINT, lambda *_: interrupted.set()) if in_main else None
     try:
