@@ -70,10 +70,7 @@ def run(pattern: str, solution: ModuleType, *, seed: int = 7, count: int = 1200,
         spark=None, say=lambda message: None) -> LiveResult:
     """Run the live stage; `say` hears each step (for a person watching)."""
     began, result, job = time.monotonic(), LiveResult(), patterns.job(pattern)
-    if expectation is not None:
-        records, expect = read_expectation(expectation)
-    else:
-        records, expect = events_and_expectation(pattern, seed, count)
+    records, expect = read_expectation(expectation) if expectation else events_and_expectation(pattern, seed, count)
     result.events = len(records)
     with demo_broker() as bootstrap, default_settings():
         topics = patterns.all_topics(pattern)

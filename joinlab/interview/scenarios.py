@@ -108,17 +108,13 @@ def plain(value):
     return value
 
 
-def load(path: Path, hidden: bool = False) -> Scenario:
-    body = json.loads(path.read_text())
-    return Scenario(body["name"], body["says"], body["batches"], body.get("expect", {}), path, hidden,
-                    body.get("expect_dead"))
-
-
 def load_dir(directory: Path | None, hidden: bool = False) -> list[Scenario]:
     """Every *.json scenario in `directory`, by file name (the order the prompt lists them in)."""
     if directory is None or not directory.is_dir():
         return []
-    return [load(p, hidden) for p in sorted(directory.glob("*.json"))]
+    bodies = [(path, json.loads(path.read_text())) for path in sorted(directory.glob("*.json"))]
+    return [Scenario(body["name"], body["says"], body["batches"], body.get("expect", {}), path, hidden,
+                     body.get("expect_dead")) for path, body in bodies]
 
 
 SETTINGS = ("LOTTERY_SEED", "LOTTERY_WATERMARK_DELAY", "MONEY_WATERMARK_DELAY", "MONEY_SESSION_DURATION",
