@@ -26,7 +26,7 @@ FOLLOW_UP_S = 1.0  # a duplicate or malformed record arrives up to this much (ev
 def iso(dt: datetime) -> str:
     """ISO-8601 UTC with milliseconds and a Z, e.g. 2026-01-01T00:00:00.123Z (naive means UTC)."""
     dt = dt.replace(tzinfo=timezone.utc) if dt.tzinfo is None else dt.astimezone(timezone.utc)
-    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
+    return dt.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 @dataclass

@@ -32,9 +32,8 @@ def plain_consumer(bootstrap: str) -> KafkaConsumer:
 
 
 def producer(bootstrap: str, **overrides) -> KafkaProducer:
-    settings = dict(bootstrap_servers=bootstrap, linger_ms=20, acks="all", batch_size=64 * 1024)
-    settings.update(overrides)
-    return KafkaProducer(**settings)
+    return KafkaProducer(**{"bootstrap_servers": bootstrap, "linger_ms": 20, "acks": "all", "batch_size": 64 * 1024,
+                            **overrides})
 
 
 def create_topics(bootstrap: str, names: Iterable[str], partitions: int | None = None,
