@@ -136,10 +136,10 @@ def arrive_first(records: Iterable[Record], topics: Iterable[str]) -> list[Recor
 
 # --- Producing --------------------------------------------------------------------------------
 
-def _show_progress(done: int, total: int, width: int = 30) -> None:
-    filled = width * done // max(total, 1)
-    sys.stderr.write(f"\r  sending [{'#' * filled}{'.' * (width - filled)}] {done}/{total}")
-    if done >= total:
+def _show_progress(done: int, total: int) -> None:
+    filled = 30 * done // total
+    sys.stderr.write(f"\r  sending [{'#' * filled}{'.' * (30 - filled)}] {done}/{total}")
+    if done == total:
         sys.stderr.write("\n")
     sys.stderr.flush()
 

@@ -36,9 +36,8 @@ def producer(bootstrap: str, **overrides) -> KafkaProducer:
                             **overrides})
 
 
-def create_topics(bootstrap: str, names: Iterable[str], partitions: int | None = None,
-                  timeout_s: float = 30.0) -> None:
-    """Create the topics that do not exist yet and wait until their metadata is visible."""
+def create_topics(bootstrap: str, names: Iterable[str], partitions: int | None = None) -> None:
+    """Create the topics that do not exist yet and wait (up to 30 s) until their metadata is visible."""
     names = set(names)
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
     try:
@@ -48,10 +47,10 @@ def create_topics(bootstrap: str, names: Iterable[str], partitions: int | None =
                 admin.create_topics([NewTopic(n, partitions or topic_partitions(), 1) for n in sorted(missing)])
             except TopicAlreadyExistsError:
                 pass
-        deadline = time.monotonic() + timeout_s
+        deadline = time.monotonic() + 30
         while not names <= set(admin.list_topics()):
             if time.monotonic() > deadline:
-                raise TimeoutError(f"topics {sorted(names)} not visible after {timeout_s}s")
+                raise TimeoutError(f"topics {sorted(names)} not visible after 30s")
             time.sleep(0.05)
     finally:
         admin.close()
@@ -73,12 +72,12 @@ def end_offsets(consumer: KafkaConsumer, tps: list[TopicPartition]) -> dict[Topi
     return dict(consumer.end_offsets(tps)) if tps else {}
 
 
-def read_topics(bootstrap: str, topics: Iterable[str], timeout_s: float = 120.0) -> list[Record]:
+def read_topics(bootstrap: str, topics: Iterable[str]) -> list[Record]:
     """Every record of `topics`, from the beginning to the true end at call time."""
     consumer = plain_consumer(bootstrap)
     try:
         tps = partitions_of(consumer, topics)
-        return _read(consumer, consumer.beginning_offsets(tps), end_offsets(consumer, tps), timeout_s)
+        return _read(consumer, consumer.beginning_offsets(tps), end_offsets(consumer, tps), timeout_s=120)
     finally:
         consumer.close()
 
