@@ -54,7 +54,7 @@ class Scenario:
     hidden: bool = False
     expect_dead: dict | None = None  # None: the pattern's processors dead-letter nothing
 
-    def batches_as(self, variant: str = AS_SENT) -> list[list[dict]]:
+    def batches_as(self, variant: str) -> list[list[dict]]:
         return [reordered(b) for b in self.batches] if variant == REORDERED else self.batches
 
     def records(self, variant: str = AS_SENT) -> list[list[Record]]:
@@ -188,10 +188,7 @@ def _short_traceback() -> str:
     lines = traceback.format_exc().rstrip().splitlines()
     frames = [i for i, line in enumerate(lines) if line.startswith('  File "')]
     own = [i for i in frames if "/site-packages/" not in lines[i] and "/joinlab/" not in lines[i]]
-    keep = own[-2:] if own else frames[-1:]
-    shown = []
-    for i in keep:
-        shown += lines[i:i + 2]
+    shown = [line for i in (own[-2:] if own else frames[-1:]) for line in lines[i:i + 2]]
     return "\n".join(shown + lines[-1:])
 
 
@@ -214,7 +211,7 @@ def describe(outcome: Outcome, key_name: str) -> list[str]:
         out += ["    " + line for line in outcome.error.splitlines()]
         return out
     want, got = s.expect, outcome.got
-    for key in list(want) + [k for k in got if k not in want]:
+    for key in {**want, **got}:  # every key of either, the expected ones first
         if key not in got:
             why = f" (dead-lettered: {outcome.dead[key]})" if key in outcome.dead else ""
             out.append(f"  {key_name} {key}: expected {_brief(want[key])}, got nothing{why}")
@@ -232,11 +229,9 @@ def describe(outcome: Outcome, key_name: str) -> list[str]:
 
 def differences(want: dict, got: dict) -> str:
     """The fields of two views that differ: `name=expected (got actual), ...`."""
-    return ", ".join(f"{f}={want.get(f)!r} (got {got.get(f)!r})" for f in list(want) + [f for f in got if f not in want]
-                     if want.get(f) != got.get(f))
+    return ", ".join(f"{f}={want.get(f)!r} (got {got.get(f)!r})" for f in {**want, **got} if want.get(f) != got.get(f))
 
 
-def _brief(view: dict, fields: int = 6) -> str:
-    items = list(view.items())
-    text = ", ".join(f"{k}={v!r}" for k, v in items[:fields])
-    return "{" + text + (", ..." if len(items) > fields else "") + "}"
+def _brief(view: dict) -> str:
+    text = ", ".join(f"{k}={v!r}" for k, v in list(view.items())[:6])
+    return "{" + text + (", ..." if len(view) > 6 else "") + "}"
