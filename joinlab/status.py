@@ -121,16 +121,14 @@ class Watcher:
     """Turns a query's recent progress into one BatchStatus per executed micro-batch, each once."""
 
     def __init__(self, job: types.ModuleType):
-        self.inputs = list(job.INPUT_TOPICS)
-        self.outputs = list(job.OUTPUT_TOPICS)
-        self.dead_letters = getattr(job, "DEAD_LETTERS_TOPIC", None)
+        self.topics = list(job.INPUT_TOPICS), list(job.OUTPUT_TOPICS), getattr(job, "DEAD_LETTERS_TOPIC", None)
         self.last_batch = -1
 
     def new(self, recent: Iterable[Any]) -> list[BatchStatus]:
         fresh = []
         for p in map(as_dict, recent):
             if p.get("batchId", -1) > self.last_batch and executed(p):
-                fresh.append(batch_status(p, self.inputs, self.outputs, self.dead_letters))
+                fresh.append(batch_status(p, *self.topics))
                 self.last_batch = p["batchId"]
         return fresh
 
