@@ -29,9 +29,7 @@ def check(pattern: str, solution_file: Path, *, scenario_dir: Path | None = None
     try:
         module = solutions.of(job.SOLUTION, job.PROCESSORS, solutions.from_file(solution_file))
     except solutions.SolutionError as exc:
-        report["error"] = str(exc)
-        report["seconds"] = round(time.monotonic() - began, 1)
-        return report
+        return dict(report, error=str(exc), seconds=round(time.monotonic() - began, 1))
     found = fast.load_dir(scenario_dir or ex.scenarios()) + fast.load_dir(_hidden(hidden_dir, ex.module), hidden=True)
     for scenario in found:
         outcomes, shown = fast.graded(pattern, module, scenario)
