@@ -95,10 +95,6 @@ def _malformed(kind: str, event: Event, schema: EventSchema, rng: random.Random)
     raise ValueError(f"unknown malformed kind {kind!r}")
 
 
-def _count(fraction: float, n: int) -> int:
-    return min(n, round(fraction * n))
-
-
 def arrange(events: Sequence[Event], disorder: Disorder, rng: random.Random,
             schemas: dict[str, EventSchema]) -> list[Record]:
     """The arrival order: sorted (stably) by event time + delay, with duplicates and malformed mixed in.
@@ -109,17 +105,17 @@ def arrange(events: Sequence[Event], disorder: Disorder, rng: random.Random,
     if disorder.malformed and (missing := {e.topic for e in events} - set(schemas)):
         raise ValueError(f"no schema for topics {sorted(missing)}: malformed records are derived from schemas")
     delays = [0.0] * n
-    for i in rng.sample(range(n), _count(disorder.delayed, n)):
+    for i in rng.sample(range(n), round(disorder.delayed * n)):
         delays[i] = disorder.max_delay_s * (1.0 - rng.random())  # in (0, max_delay_s]
     arrivals = [e.event_time.timestamp() + e.arrival_delay_s + d for e, d in zip(events, delays)]
     values = [_encode(e.body) for e in events]
     keys = [str(e.key).encode("utf-8") for e in events]
 
     timed = [(arrivals[i], Record(e.topic, keys[i], values[i], "event")) for i, e in enumerate(events)]
-    for i in sorted(rng.sample(range(n), _count(disorder.duplicates, n))):
+    for i in sorted(rng.sample(range(n), round(disorder.duplicates * n))):
         timed.append((arrivals[i] + FOLLOW_UP_S * (1.0 - rng.random()),
                       Record(events[i].topic, keys[i], values[i], "duplicate")))
-    for j in range(_count(disorder.malformed, n)):
+    for j in range(round(disorder.malformed * n)):
         kind, i = MALFORMED_KINDS[j % len(MALFORMED_KINDS)], rng.randrange(n)
         value = _malformed(kind, events[i], schemas[events[i].topic], rng)
         timed.append((arrivals[i] + FOLLOW_UP_S * (1.0 - rng.random()), Record(events[i].topic, keys[i], value, kind)))
