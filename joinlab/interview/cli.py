@@ -7,11 +7,10 @@ from joinlab.interview import EXERCISES, exercise
 
 
 def add_parser(sub) -> None:
-    names = list(EXERCISES)
     i = sub.add_parser("interview", help="interview mode: grade a solution, pack a candidate workspace")
     actions = i.add_subparsers(dest="action", required=True)
     check = actions.add_parser("check", help="grade a solution: scenarios in memory, then the real job")
-    check.add_argument("pattern", choices=names)
+    check.add_argument("pattern", choices=EXERCISES)
     check.add_argument("--solution", metavar="FILE", type=Path,
                        help="the candidate's file (default: workspace/PATTERN/MODULE.py of `make interview`, "
                             "else the stub exercises/MODULE.py)")
@@ -31,11 +30,11 @@ def add_parser(sub) -> None:
     check.add_argument("--report", metavar="FILE", type=Path,
                        help="also write the interviewer's report (Markdown) to FILE")
     pack = actions.add_parser("pack", help="write a candidate workspace with no solution in it")
-    pack.add_argument("pattern", choices=names)
+    pack.add_argument("pattern", choices=EXERCISES)
     pack.add_argument("--out", metavar="DIR", type=Path, help="the workspace folder (default: workspace/PATTERN)")
     pack.add_argument("--archive", action="store_true", help="also write DIR.tar.gz")
     scen = actions.add_parser("scenarios", help="list a pattern's scenarios, or --refresh their expectations")
-    scen.add_argument("pattern", choices=names)
+    scen.add_argument("pattern", choices=EXERCISES)
     scen.add_argument("--refresh", action="store_true", help="rewrite each expectation from the batch reference")
     i.set_defaults(func=run)
 
