@@ -47,12 +47,11 @@ def run(args) -> int:
     if args.action == "pack":
         from joinlab.interview.pack import main
         return main(args)
+    from joinlab.interview import scenarios as fast
     if args.refresh:
-        from joinlab.interview.authoring import refresh
-        changed = refresh(args.pattern)
+        changed = fast.refresh(args.pattern)
         print("\n".join(changed) if changed else "every expectation already equals the reference's")
         return 0
-    from joinlab.interview import scenarios as fast
     ex = exercise(args.pattern)
     for scenario in fast.load_dir(ex.scenarios()) + fast.load_dir(ex.hidden(), hidden=True):
         print(f"{scenario.name}{' (held back)' if scenario.hidden else ''}: {scenario.says}")

@@ -32,6 +32,7 @@ from types import ModuleType
 from joinlab import patterns
 from joinlab.generate import Record
 from joinlab.in_memory import restart
+from joinlab.interview import exercise
 
 # What the fast stage plays besides the events as sent: what it means when only that fails; how it plays.
 AS_SENT, RESTART, REORDERED = "as sent", "after a restart", "rows reordered"
@@ -235,3 +236,30 @@ def differences(want: dict, got: dict) -> str:
 def _brief(view: dict) -> str:
     text = ", ".join(f"{k}={v!r}" for k, v in list(view.items())[:6])
     return "{" + text + (", ..." if len(view) > 6 else "") + "}"
+
+
+# --- Writing the expectations: `joinlab interview scenarios PATTERN --refresh` ----------------------
+# One layout (an event per line), so that a diff of a refreshed scenario shows what changed.
+
+def dump(scenario: Scenario) -> str:
+    batches = ",\n".join("  [\n" + ",\n".join("   " + json.dumps(e) for e in batch) + "\n  ]"
+                         for batch in scenario.batches)
+    expect = ",\n".join(f"  {json.dumps(k)}: {json.dumps(v)}" for k, v in scenario.expect.items())
+    dead = "" if scenario.expect_dead is None else f',\n "expect_dead": {json.dumps(scenario.expect_dead)}'
+    return (f'{{\n "name": {json.dumps(scenario.name)},\n "says": {json.dumps(scenario.says)},\n'
+            f' "batches": [\n{batches}\n ],\n "expect": {{\n{expect}\n }}{dead}\n}}\n').replace("{\n\n }", "{}")
+
+
+def refresh(pattern: str) -> list[str]:
+    """Rewrite every scenario of `pattern` with the reference's expectation; returns what changed."""
+    ex, changed = exercise(pattern), []
+    for directory in (ex.scenarios(), ex.hidden()):
+        for scenario in load_dir(directory):
+            before = scenario.path.read_text()
+            scenario.expect = expected_by_reference(pattern, scenario)
+            scenario.expect_dead = dead_by_solution(pattern, scenario)
+            after = dump(scenario)
+            if after != before:
+                scenario.path.write_text(after)
+                changed.append(str(scenario.path))
+    return changed
