@@ -113,8 +113,9 @@ class Skew:
     def reason(self) -> str:
         return f"invalid field: {EVENT_TIME} (more than {self.text} after the record was produced; LAB_MAX_EVENT_SKEW)"
 
-    def allows(self, event_time_us: int, produced_ms: int | None) -> bool:
-        return produced_ms is None or produced_ms < 0 or event_time_us <= (produced_ms + self.ms) * 1000
+    def allows(self, event_time_us: int, produced_ms: int) -> bool:
+        """A record without a timestamp (-1) passes: there is no bound to hold it to."""
+        return produced_ms < 0 or event_time_us <= (produced_ms + self.ms) * 1000
 
 
 # --- Spark ----------------------------------------------------------------------------------
