@@ -113,8 +113,9 @@ class Skew:
     def reason(self) -> str:
         return f"invalid field: {EVENT_TIME} (more than {self.text} after the record was produced; LAB_MAX_EVENT_SKEW)"
 
-    def allows(self, event_time_us: int, produced_ms: int | None) -> bool:
-        return produced_ms is None or produced_ms < 0 or event_time_us <= (produced_ms + self.ms) * 1000
+    def allows(self, event_time_us: int, produced_ms: int) -> bool:
+        """A record without a timestamp (-1) passes: there is no bound to hold it to."""
+        return produced_ms < 0 or event_time_us <= (produced_ms + self.ms) * 1000
 
 
 # --- Spark ----------------------------------------------------------------------------------
@@ -136,10 +137,7 @@ def _reason(schema: EventSchema, skew: Skew) -> Column:
     if EVENT_TIME in schema.fields:
         too_late = F.unix_micros(F.col(EVENT_TIME)) > (F.unix_millis(F.col("_produced")) + F.lit(skew.ms)) * 1000
         rules.append((F.coalesce(too_late, F.lit(False)), skew.reason))
-    result = F.lit(None).cast("string")
-    for condition, reason in reversed(rules):
-        result = F.when(condition, F.lit(reason)).otherwise(result)
-    return result
+    return F.coalesce(*[F.when(condition, F.lit(reason)) for condition, reason in rules])
 
 
 def _field_types(schemas: list[EventSchema]) -> dict[str, str]:
@@ -165,14 +163,8 @@ def parse_events(raw: DataFrame, schemas: list[EventSchema], dead_letter_topic: 
     per micro-batch (events and dead letters), not once per topic and outcome."""
     types = _field_types(schemas)
     skew = Skew.configured()
-    typed = []
-    for name, kind in types.items():
-        value = F.lit(None).cast(kind)
-        for schema in schemas:
-            if name in schema.fields:
-                value = F.when(F.col("_topic") == schema.topic,
-                               F.expr(f"try_variant_get(_v, '$.{name}', '{kind}')")).otherwise(value)
-        typed.append(value.alias(name))
+    typed = [F.when(F.col("_topic").isin(*[s.topic for s in schemas if name in s.fields]),
+                    F.expr(f"try_variant_get(_v, '$.{name}', '{kind}')")).alias(name) for name, kind in types.items()]
     reason = F.lit(UNEXPECTED_TOPIC)
     for schema in reversed(schemas):
         reason = F.when(F.col("_topic") == schema.topic, _reason(schema, skew)).otherwise(reason)

@@ -12,6 +12,7 @@ import json
 import random
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Iterable, Sequence
@@ -25,7 +26,7 @@ FOLLOW_UP_S = 1.0  # a duplicate or malformed record arrives up to this much (ev
 def iso(dt: datetime) -> str:
     """ISO-8601 UTC with milliseconds and a Z, e.g. 2026-01-01T00:00:00.123Z (naive means UTC)."""
     dt = dt.replace(tzinfo=timezone.utc) if dt.tzinfo is None else dt.astimezone(timezone.utc)
-    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
+    return dt.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 @dataclass
@@ -94,10 +95,6 @@ def _malformed(kind: str, event: Event, schema: EventSchema, rng: random.Random)
     raise ValueError(f"unknown malformed kind {kind!r}")
 
 
-def _count(fraction: float, n: int) -> int:
-    return min(n, round(fraction * n))
-
-
 def arrange(events: Sequence[Event], disorder: Disorder, rng: random.Random,
             schemas: dict[str, EventSchema]) -> list[Record]:
     """The arrival order: sorted (stably) by event time + delay, with duplicates and malformed mixed in.
@@ -108,17 +105,17 @@ def arrange(events: Sequence[Event], disorder: Disorder, rng: random.Random,
     if disorder.malformed and (missing := {e.topic for e in events} - set(schemas)):
         raise ValueError(f"no schema for topics {sorted(missing)}: malformed records are derived from schemas")
     delays = [0.0] * n
-    for i in rng.sample(range(n), _count(disorder.delayed, n)):
+    for i in rng.sample(range(n), round(disorder.delayed * n)):
         delays[i] = disorder.max_delay_s * (1.0 - rng.random())  # in (0, max_delay_s]
     arrivals = [e.event_time.timestamp() + e.arrival_delay_s + d for e, d in zip(events, delays)]
     values = [_encode(e.body) for e in events]
     keys = [str(e.key).encode("utf-8") for e in events]
 
     timed = [(arrivals[i], Record(e.topic, keys[i], values[i], "event")) for i, e in enumerate(events)]
-    for i in sorted(rng.sample(range(n), _count(disorder.duplicates, n))):
+    for i in sorted(rng.sample(range(n), round(disorder.duplicates * n))):
         timed.append((arrivals[i] + FOLLOW_UP_S * (1.0 - rng.random()),
                       Record(events[i].topic, keys[i], values[i], "duplicate")))
-    for j in range(_count(disorder.malformed, n)):
+    for j in range(round(disorder.malformed * n)):
         kind, i = MALFORMED_KINDS[j % len(MALFORMED_KINDS)], rng.randrange(n)
         value = _malformed(kind, events[i], schemas[events[i].topic], rng)
         timed.append((arrivals[i] + FOLLOW_UP_S * (1.0 - rng.random()), Record(events[i].topic, keys[i], value, kind)))
@@ -135,10 +132,10 @@ def arrive_first(records: Iterable[Record], topics: Iterable[str]) -> list[Recor
 
 # --- Producing --------------------------------------------------------------------------------
 
-def _show_progress(done: int, total: int, width: int = 30) -> None:
-    filled = width * done // max(total, 1)
-    sys.stderr.write(f"\r  sending [{'#' * filled}{'.' * (width - filled)}] {done}/{total}")
-    if done >= total:
+def _show_progress(done: int, total: int) -> None:
+    filled = 30 * done // total
+    sys.stderr.write(f"\r  sending [{'#' * filled}{'.' * (30 - filled)}] {done}/{total}")
+    if done == total:
         sys.stderr.write("\n")
     sys.stderr.flush()
 
@@ -237,21 +234,16 @@ def disorder_from_args(args: argparse.Namespace) -> Disorder:
                     malformed=args.malformed)
 
 
-def bootstrap_from_args(args: argparse.Namespace) -> str:
-    """--bootstrap, else `joinlab.broker.bootstrap_servers()` (which says how to get a broker)."""
-    if args.bootstrap:
-        return args.bootstrap
-    from joinlab.broker import BrokerError, bootstrap_servers  # a generator imports the broker only to find it
+def produce(pattern: str, args: argparse.Namespace, topics: list[str], records: list[Record]) -> None:
+    """A generator CLI's last step: create the input topics, send (paced by --rate), say what went where.
+    The broker is --bootstrap, else `joinlab.broker.bootstrap_servers()` (which says how to get one)."""
+    # kafka-python and the broker module only when a generator actually produces
+    from joinlab.broker import BrokerError, bootstrap_servers
+    from joinlab.topics import create_topics
     try:
-        return bootstrap_servers()
+        bootstrap = args.bootstrap or bootstrap_servers()
     except BrokerError as exc:
         raise SystemExit(f"error: {exc} Or pass --bootstrap host:port.") from None
-
-
-def produce(pattern: str, args: argparse.Namespace, topics: list[str], records: list[Record]) -> None:
-    """A generator CLI's last step: create the input topics, send (paced by --rate), say what went where."""
-    bootstrap = bootstrap_from_args(args)
-    from joinlab.topics import create_topics  # kafka-python only when we actually produce
     create_topics(bootstrap, topics)
     sent = send(bootstrap, records, rate=args.rate, progress=not args.no_progress)
     print(f"{pattern}: sent {sent} records to {', '.join(topics)} at {bootstrap}: {summary(records)}")
@@ -259,8 +251,5 @@ def produce(pattern: str, args: argparse.Namespace, topics: list[str], records: 
 
 def summary(records: Iterable[Record]) -> str:
     """One line: records per kind, e.g. 'event=1000 duplicate=50 empty=2 ...'."""
-    counts: dict[str, int] = {}
-    for r in records:
-        counts[r.kind] = counts.get(r.kind, 0) + 1
-    order = ["event", "duplicate", *MALFORMED_KINDS]
-    return " ".join(f"{k}={counts[k]}" for k in order if k in counts)
+    counts = Counter(r.kind for r in records)
+    return " ".join(f"{kind}={counts[kind]}" for kind in ("event", "duplicate", *MALFORMED_KINDS) if counts[kind])

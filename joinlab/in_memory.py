@@ -1,14 +1,13 @@
-"""What every pattern's in-memory pipeline shares: a pattern's `InMemory` (in its job module)
-chains its stages as its query does, through pyspark's TwsTester, with no Spark session and no
-broker. The unit tests and the interview grader drive a solution module's processors through it,
-one micro-batch at a time.
+"""What every pattern's in-memory pipeline shares. A pattern's `InMemory` (in its job module) chains
+its stages as its query does, through pyspark's TwsTester, with no Spark session and no broker; the
+unit tests and the interview grader drive a solution module's processors through it.
 
-A pipeline takes input records (read back from topics, or made to be sent) as the rows its first
-stage gets (`rows`), runs micro-batches of them (`batch`, `run`), and reads its output rows as a
-consumer of the output topic would (`views`: the last view per key, in the shape of the job's
-`actual`). Event-time pipelines model Spark's watermark (`EventTime`): a batch's watermark is the
-newest event time of the batches before it minus the delay, and after the input Spark runs one
-batch without data to fire what the final watermark has made due.
+A pipeline takes input records as the rows its first stage gets (`rows`), runs micro-batches of
+them (`batch`, `run`), and reads its output as a consumer of the output topic would (`views`: the
+last view per key, in the shape of the job's `actual`). Event-time pipelines model Spark's
+watermark (`EventTime`): a batch's watermark is the newest event time of the batches before it
+minus the delay, and after the input Spark runs one batch without data to fire what the final
+watermark has made due.
 
 Spark makes a new processor object for every task (each micro-batch's, after a restart, on another
 executor); one TwsTester keeps one object, and `restart` gives the stages what Spark gives them.

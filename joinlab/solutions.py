@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import sys
+import typing
 from pathlib import Path
 from types import ModuleType
 
@@ -58,7 +59,6 @@ def _resolve_annotations(module: ModuleType) -> None:
     into the types they name, here where the module's globals exist: a class pickled by value
     reaches the workers without its module, and `typing.get_type_hints` there (named state's
     `ddl(User)`) could not find `User` by its name any more."""
-    import typing
     for value in list(vars(module).values()):
         if isinstance(value, type) and value.__module__ == module.__name__ and "__annotations__" in vars(value):
             try:

@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 import types
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable
 
@@ -28,7 +29,7 @@ NO_WATERMARK = "1970-01-01T00:00:00.000Z"  # what Spark reports until the first 
 
 
 def as_dict(progress: Any) -> dict:
-    """A StreamingQueryProgress (or the dict older pyspark returns) as a plain dict; {} for None."""
+    """A StreamingQueryProgress (or a dict already) as a plain dict; {} for None."""
     return (json.loads(progress.json) if hasattr(progress, "json") else progress) or {}
 
 
@@ -99,16 +100,15 @@ def executed(progress: dict) -> bool:
 def batch_status(progress: Any, input_topics: Iterable[str], output_topics: Iterable[str],
                  dead_letter_topic: str | None) -> BatchStatus:
     p = as_dict(progress)
-    read: dict[str, int] = {}
+    read = Counter()
     for source in p.get("sources") or []:
-        for topic, n in offset_spans(source).items():
-            read[topic] = read.get(topic, 0) + n
+        read.update(offset_spans(source))
     written = (p.get("observedMetrics") or {}).get(OBSERVED) or {}
     event_time = p.get("eventTime") or {}
     duration_ms = p.get("batchDuration") or (p.get("durationMs") or {}).get("triggerExecution", 0)
     return BatchStatus(
         batch=p["batchId"],
-        records_in={t: read.get(t, 0) for t in input_topics},
+        records_in={t: read[t] for t in input_topics},
         records_out={t: int(written.get(t, 0)) for t in output_topics if t != dead_letter_topic},
         dead_letters=int(written.get(dead_letter_topic, 0)) if dead_letter_topic else 0,
         duration_s=duration_ms / 1000,
@@ -121,16 +121,14 @@ class Watcher:
     """Turns a query's recent progress into one BatchStatus per executed micro-batch, each once."""
 
     def __init__(self, job: types.ModuleType):
-        self.inputs = list(job.INPUT_TOPICS)
-        self.outputs = list(job.OUTPUT_TOPICS)
-        self.dead_letters = getattr(job, "DEAD_LETTERS_TOPIC", None)
+        self.topics = list(job.INPUT_TOPICS), list(job.OUTPUT_TOPICS), getattr(job, "DEAD_LETTERS_TOPIC", None)
         self.last_batch = -1
 
     def new(self, recent: Iterable[Any]) -> list[BatchStatus]:
         fresh = []
         for p in map(as_dict, recent):
             if p.get("batchId", -1) > self.last_batch and executed(p):
-                fresh.append(batch_status(p, self.inputs, self.outputs, self.dead_letters))
+                fresh.append(batch_status(p, *self.topics))
                 self.last_batch = p["batchId"]
         return fresh
 
@@ -154,14 +152,12 @@ class ExecutorWatch:
 
     def check(self, now: float) -> None:
         n = self.count()
-        if n is None:
+        if n is None or (n == 0 and not self.seen):
             return
         if n > 0:
             if self.told:
                 self.out(f"{self.label}: a Spark executor is back ({n}); the job goes on")
             self.seen, self.since, self.told = True, None, False
-            return
-        if not self.seen:
             return
         self.since = now if self.since is None else self.since
         if not self.told and now - self.since >= NO_EXECUTOR_S:
@@ -171,22 +167,21 @@ class ExecutorWatch:
             self.told = True
 
 
-def follow(query, job: types.ModuleType, label: str, shown: str = "line", out=print, executors=None) -> None:
+def follow(query, job: types.ModuleType, label: str, shown: str, executors) -> None:
     """Until `query` ends or Ctrl-C stops it: each executed micro-batch as a status line
-    (`shown="line"`, after `label`), a JSON object (`"json"`) or nothing (`"quiet"`); with
-    `executors` (a count of the application's executors, joinlab.spark.executors), a line on stderr
-    when the job has none for a while (ExecutorWatch).
+    (`shown="line"`, after `label`), a JSON object (`"json"`) or nothing (`"quiet"`); and a line on
+    stderr when `executors()` (joinlab.spark.executors) says the job has had none for a while.
 
     Ctrl-C only sets a flag here, and the loop stops the query: pyspark's own SIGINT handler calls
     into the JVM from inside the call that was interrupted, which ends in py4j tracebacks."""
     watcher = Watcher(job)
     interrupted = threading.Event()
-    watch = ExecutorWatch(executors or (lambda: None), label, lambda text: print(text, file=sys.stderr, flush=True))
+    watch = ExecutorWatch(executors, label, lambda text: print(text, file=sys.stderr, flush=True))
 
     def report() -> None:
         for status in watcher.new(query.recentProgress):
             if shown != "quiet":
-                out(status.json() if shown == "json" else f"{label} {status.line()}", flush=True)
+                print(status.json() if shown == "json" else f"{label} {status.line()}", flush=True)
     in_main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGINT, lambda *_: interrupted.set()) if in_main else None
     try:

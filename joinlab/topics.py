@@ -32,27 +32,25 @@ def plain_consumer(bootstrap: str) -> KafkaConsumer:
 
 
 def producer(bootstrap: str, **overrides) -> KafkaProducer:
-    settings = dict(bootstrap_servers=bootstrap, linger_ms=20, acks="all", batch_size=64 * 1024)
-    settings.update(overrides)
-    return KafkaProducer(**settings)
+    return KafkaProducer(**{"bootstrap_servers": bootstrap, "linger_ms": 20, "acks": "all", "batch_size": 64 * 1024,
+                            **overrides})
 
 
-def create_topics(bootstrap: str, names: Iterable[str], partitions: int | None = None,
-                  timeout_s: float = 30.0) -> None:
-    """Create the topics that do not exist yet and wait until their metadata is visible."""
-    names = list(names)
+def create_topics(bootstrap: str, names: Iterable[str], partitions: int | None = None) -> None:
+    """Create the topics that do not exist yet and wait (up to 30 s) until their metadata is visible."""
+    names = set(names)
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
     try:
-        missing = [n for n in names if n not in set(admin.list_topics())]
+        missing = names - set(admin.list_topics())
         if missing:
             try:
-                admin.create_topics([NewTopic(n, partitions or topic_partitions(), 1) for n in missing])
+                admin.create_topics([NewTopic(n, partitions or topic_partitions(), 1) for n in sorted(missing)])
             except TopicAlreadyExistsError:
                 pass
-        deadline = time.monotonic() + timeout_s
-        while not set(names) <= set(admin.list_topics()):
+        deadline = time.monotonic() + 30
+        while not names <= set(admin.list_topics()):
             if time.monotonic() > deadline:
-                raise TimeoutError(f"topics {names} not visible after {timeout_s}s")
+                raise TimeoutError(f"topics {sorted(names)} not visible after 30s")
             time.sleep(0.05)
     finally:
         admin.close()
@@ -74,31 +72,33 @@ def end_offsets(consumer: KafkaConsumer, tps: list[TopicPartition]) -> dict[Topi
     return dict(consumer.end_offsets(tps)) if tps else {}
 
 
-def read_topics(bootstrap: str, topics: Iterable[str], timeout_s: float = 120.0) -> list[Record]:
+def read_topics(bootstrap: str, topics: Iterable[str]) -> list[Record]:
     """Every record of `topics`, from the beginning to the true end at call time."""
     consumer = plain_consumer(bootstrap)
     try:
         tps = partitions_of(consumer, topics)
-        ends = end_offsets(consumer, tps)
-        beginnings = consumer.beginning_offsets(tps)
-        pending = {tp for tp in tps if ends[tp] > beginnings[tp]}
-        consumer.assign(list(pending))
-        for tp in pending:
-            consumer.seek(tp, beginnings[tp])
-        out: list[Record] = []
-        deadline = time.monotonic() + timeout_s
-        while pending:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"reading {sorted(pending)} did not finish in {timeout_s}s")
-            for tp, records in consumer.poll(timeout_ms=200, max_records=10000).items():
-                for r in records:
-                    if r.offset < ends[tp]:
-                        out.append(Record(r.topic, r.partition, r.offset, r.key, r.value, r.timestamp))
-                if consumer.position(tp) >= ends[tp]:
-                    pending.discard(tp)
-        return out
+        return _read(consumer, consumer.beginning_offsets(tps), end_offsets(consumer, tps), timeout_s=120)
     finally:
         consumer.close()
+
+
+def _read(consumer: KafkaConsumer, starts: dict[TopicPartition, int], ends: dict[TopicPartition, int],
+          timeout_s: float) -> list[Record]:
+    """The records of each partition from its start up to (not including) its end offset."""
+    consumer.assign(list(starts))
+    for tp, start in starts.items():
+        consumer.seek(tp, start)
+    pending = {tp for tp, start in starts.items() if ends[tp] > start}
+    out: list[Record] = []
+    deadline = time.monotonic() + timeout_s
+    while pending:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"reading {sorted(pending)} did not finish in {timeout_s}s")
+        for tp, records in consumer.poll(timeout_ms=200, max_records=10000).items():
+            out += [_record(r) for r in records if r.offset < ends[tp]]
+            if consumer.position(tp) >= ends[tp]:
+                pending.discard(tp)
+    return out
 
 
 # --- Looking at topics: `joinlab topics list` and `joinlab topics tail` ---------------------------
@@ -116,7 +116,7 @@ def list_topics(bootstrap: str) -> list[TopicSize]:
     try:
         names = sorted(t for t in consumer.topics() if not t.startswith("__"))
         tps = partitions_of(consumer, names)
-        beginnings = consumer.beginning_offsets(tps) if tps else {}
+        beginnings = consumer.beginning_offsets(tps)
         ends = end_offsets(consumer, tps)
         return [TopicSize(name, sum(1 for tp in tps if tp.topic == name),
                           sum(ends[tp] - beginnings[tp] for tp in tps if tp.topic == name)) for name in names]
@@ -141,19 +141,10 @@ def tail(bootstrap: str, topic: str, n: int = 10, from_beginning: bool = False,
         tps = partitions_of(consumer, [topic])
         beginnings = consumer.beginning_offsets(tps)
         ends = end_offsets(consumer, tps)
-        consumer.assign(tps)
-        for tp in tps:
-            consumer.seek(tp, beginnings[tp] if from_beginning else max(beginnings[tp], ends[tp] - n))
-        history: list[Record] = []
-        pending = {tp for tp in tps if consumer.position(tp) < ends[tp]}
-        deadline = time.monotonic() + 60
-        while pending and time.monotonic() < deadline:
-            for tp, records in consumer.poll(timeout_ms=200, max_records=10000).items():
-                history += [_record(r) for r in records if r.offset < ends[tp]]
-                if consumer.position(tp) >= ends[tp]:
-                    pending.discard(tp)
+        starts = {tp: beginnings[tp] if from_beginning else max(beginnings[tp], ends[tp] - n) for tp in tps}
+        history = _read(consumer, starts, ends, timeout_s=60)
         history.sort(key=lambda r: (r.timestamp_ms, r.partition, r.offset))
-        yield from history if from_beginning else history[-n:] if n > 0 else []
+        yield from history if from_beginning else history[-n:]  # n <= 0 read nothing: history is []
         if not follow:
             return
         for tp in tps:  # from the end seen above on: records past it were not printed yet

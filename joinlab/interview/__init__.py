@@ -5,10 +5,8 @@
     exercises/scenarios/<module>/    visible scenarios   exercises/hidden/<module>/  held back
 
 `joinlab interview check PATTERN` grades a solution module (a candidate's file) in two stages:
-scenarios through its processors in memory (joinlab.interview.scenarios), then the real job on a
-broker with seeded, disordered events and a restart from the checkpoint (joinlab.interview.live).
-`joinlab interview pack PATTERN --out DIR` writes a workspace with no solution in it
-(joinlab.interview.pack).
+scenarios in memory (scenarios.py), then the real job on a broker with seeded, disordered events
+and a restart from its checkpoint (live.py). `joinlab interview pack` writes a workspace (pack.py).
 """
 from __future__ import annotations
 
@@ -38,21 +36,21 @@ class Exercise:
     key: str          # what one output key is, in the grader's messages
     writes: tuple     # the classes the candidate writes (the job's PROCESSORS)
 
-    def stub(self, root: Path = ROOT) -> Path:
-        return root / "exercises" / f"{self.module}.py"
+    def stub(self) -> Path:
+        return ROOT / "exercises" / f"{self.module}.py"
 
-    def prompt(self, root: Path = ROOT) -> Path:
+    def prompt(self) -> Path:
         """The pattern's page; the prompt is its part above MARKER (prompt_text)."""
-        return root / "jobs" / self.module / "README.md"
+        return ROOT / "jobs" / self.module / "README.md"
 
-    def prompt_text(self, root: Path = ROOT) -> str:
-        return prompt_text(self.prompt(root))
+    def prompt_text(self) -> str:
+        return prompt_text(self.prompt())
 
-    def scenarios(self, root: Path = ROOT) -> Path:
-        return root / "exercises" / "scenarios" / self.module
+    def scenarios(self) -> Path:
+        return ROOT / "exercises" / "scenarios" / self.module
 
-    def hidden(self, root: Path = ROOT) -> Path:
-        return root / "exercises" / "hidden" / self.module
+    def hidden(self) -> Path:
+        return ROOT / "exercises" / "hidden" / self.module
 
 
 EXERCISES = {e.pattern: e for e in [

@@ -29,9 +29,7 @@ def check(pattern: str, solution_file: Path, *, scenario_dir: Path | None = None
     try:
         module = solutions.of(job.SOLUTION, job.PROCESSORS, solutions.from_file(solution_file))
     except solutions.SolutionError as exc:
-        report["error"] = str(exc)
-        report["seconds"] = round(time.monotonic() - began, 1)
-        return report
+        return dict(report, error=str(exc), seconds=round(time.monotonic() - began, 1))
     found = fast.load_dir(scenario_dir or ex.scenarios()) + fast.load_dir(_hidden(hidden_dir, ex.module), hidden=True)
     for scenario in found:
         outcomes, shown = fast.graded(pattern, module, scenario)
@@ -63,12 +61,6 @@ def _hidden(directory: Path | None, module: str) -> Path | None:
     return directory / module if (directory / module).is_dir() else directory
 
 
-def default_solution(ex) -> Path:
-    """The candidate's file of `make interview` (workspace/PATTERN/...), else the exercise's stub."""
-    packed = Path("workspace") / ex.pattern / f"{ex.module}.py"
-    return packed if packed.is_file() else ex.stub()
-
-
 def lines(report: dict) -> list[str]:
     """The report for a person: a line per scenario, the failures in detail, the live stage, the verdict."""
     ex = exercise(report["pattern"])
@@ -95,15 +87,15 @@ def lines(report: dict) -> list[str]:
 
 def main(args) -> int:
     ex = exercise(args.pattern)
-    solution = Path(args.solution) if args.solution else default_solution(ex)
+    # The candidate's file of `make interview` (workspace/PATTERN/...), else the exercise's stub.
+    packed = Path("workspace") / ex.pattern / f"{ex.module}.py"
+    solution = args.solution or (packed if packed.is_file() else ex.stub())
     live = "never" if args.fast else "always" if args.live else "auto"
     say = (lambda message: None) if args.json else (lambda message: print(f"... {message}", file=sys.stderr,
                                                                            flush=True))
-    report = check(args.pattern, solution, scenario_dir=Path(args.scenarios) if args.scenarios else None,
-                   hidden_dir=Path(args.hidden) if args.hidden else None,
-                   expectation=Path(args.expectation) if args.expectation else None, live=live, seed=args.seed,
-                   count=args.count, say=say)
+    report = check(args.pattern, solution, scenario_dir=args.scenarios, hidden_dir=args.hidden,
+                   expectation=args.expectation, live=live, seed=args.seed, count=args.count, say=say)
     print(json.dumps(report, indent=2) if args.json else "\n".join(lines(report)))
     if args.report:
-        Path(args.report).write_text(interviewer.markdown(report))
+        args.report.write_text(interviewer.markdown(report))
     return 0 if report["ok"] else 1

@@ -20,10 +20,10 @@ from joinlab import job as runner
 from joinlab import patterns
 from joinlab.demo import DEMO_DISORDER, demo_broker
 from joinlab.generate import Record, send
-from joinlab.interview.scenarios import default_settings, differences, plain
+from joinlab.interview.scenarios import default_settings, differences, expected, plain
 from joinlab.spark import session
 from joinlab.status import offsets
-from joinlab.topics import create_topics, end_offsets, partitions_of, plain_consumer, read_topics
+from joinlab.topics import create_topics, list_topics, read_topics
 from joinlab.verify import compare
 
 
@@ -48,8 +48,7 @@ class LiveResult:
 def events_and_expectation(pattern: str, seed: int, count: int) -> tuple[list[Record], dict]:
     """Seeded events (with DEMO_DISORDER) and what the output must end with, by the reference."""
     records = patterns.generator(pattern).generate(seed, count, disorder=DEMO_DISORDER)
-    with default_settings():
-        return records, plain(patterns.reference(pattern).expected(records))
+    return records, expected(pattern, records)
 
 
 def write_expectation(pattern: str, path: Path, seed: int, count: int) -> None:
@@ -71,24 +70,21 @@ def run(pattern: str, solution: ModuleType, *, seed: int = 7, count: int = 1200,
         spark=None, say=lambda message: None) -> LiveResult:
     """Run the live stage; `say` hears each step (for a person watching)."""
     began, result, job = time.monotonic(), LiveResult(), patterns.job(pattern)
-    if expectation is not None:
-        records, expect = read_expectation(expectation)
-    else:
-        records, expect = events_and_expectation(pattern, seed, count)
+    records, expect = read_expectation(expectation) if expectation else events_and_expectation(pattern, seed, count)
     result.events = len(records)
     with demo_broker() as bootstrap, default_settings():
-        create_topics(bootstrap, patterns.all_topics(pattern))
-        held = _records_on(bootstrap, patterns.all_topics(pattern))
+        topics = patterns.all_topics(pattern)
+        create_topics(bootstrap, topics)
+        held = [t for t in list_topics(bootstrap) if t.topic in topics and t.records]
         if held:
             result.error = (f"the live stage needs the pattern's topics empty, and {bootstrap} holds "
-                            + ", ".join(f"{n} records on {t}" for t, n in held.items())
+                            + ", ".join(f"{t.records} records on {t.topic}" for t in held)
                             + ": unset KAFKA_BOOTSTRAP_SERVERS (a fresh embedded broker is used) or empty the topics")
             return result
         send(bootstrap, records, progress=False)
         say(f"{len(records)} events on {', '.join(job.INPUT_TOPICS)} at {bootstrap}; "
             "starting the job with your processors")
-        if spark is None:
-            spark = session(f"interview-{pattern}")
+        spark = spark or session(f"interview-{pattern}")
         checkpoint = tempfile.mkdtemp(prefix=f"interview-{pattern}-")
         with runner.services(job, bootstrap):
             query = runner.start(spark, job, bootstrap, checkpoint, solution=solution,
@@ -116,18 +112,18 @@ def run(pattern: str, solution: ModuleType, *, seed: int = 7, count: int = 1200,
     return result
 
 
-def stories(report, expect: dict, got: dict, inputs: list, progress: list, restarted_at: int | None,
-            per_kind: int = 3, shown: int = 8) -> list[str]:
-    """Up to `per_kind` missing, stale and mismatched keys, each with its input records (those keyed
-    by one of the view's ids, with that id) in arrival order, the micro-batch each came in, and the
-    view expected against the one that came out."""
+def stories(report, expect: dict, got: dict, inputs: list, progress: list, restarted_at: int | None) -> list[str]:
+    """Up to three missing, stale and mismatched keys each, with their input records (those keyed by
+    one of the view's ids, with that id; at most eight) in arrival order, the micro-batch each came
+    in, and the view expected against the one that came out."""
+    shown = 8
     spans = [(p["batchId"], topic, int(part), offsets(s["startOffset"]).get(topic, {}).get(part, 0), end)
              for p in progress for s in p["sources"] for topic, ends in offsets(s["endOffset"]).items()
              for part, end in ends.items()]
     bodies = [(r, _body(r.value)) for r in inputs]
     out = [f"The job stopped and restarted from its checkpoint at batch {restarted_at}."] if restarted_at else []
     for kind in ("missing", "stale", "mismatched"):
-        for key in sorted(getattr(report, kind))[:per_kind]:
+        for key in sorted(getattr(report, kind))[:3]:
             ids = {(f, str(v)) for f, v in expect[key].items() if f.endswith("_id") and v is not None}
             mine = [(_batch(spans, r), r) for r, body in bodies
                     if r.key is not None and any(r.key.decode() == v == str(body.get(f)) for f, v in ids)]
@@ -154,19 +150,6 @@ def _batch(spans: list, record) -> int | None:
     """The micro-batch whose offsets (a progress' sources) hold `record`."""
     return next((b for b, topic, part, start, end in spans
                  if (topic, part) == (record.topic, record.partition) and start <= record.offset < end), None)
-
-
-def _records_on(bootstrap: str, topics: list[str]) -> dict[str, int]:
-    """Topic -> records it holds, for the topics that hold any."""
-    consumer = plain_consumer(bootstrap)
-    try:
-        held: dict[str, int] = {}
-        for tp, end in end_offsets(consumer, partitions_of(consumer, topics)).items():
-            if end:
-                held[tp.topic] = held.get(tp.topic, 0) + end
-        return held
-    finally:
-        consumer.close()
 
 
 def _wait_for_batches(query, batches: int, timeout_s: float) -> None:

@@ -89,7 +89,7 @@ def pack(pattern: str, out: Path, archive: bool = False) -> Path:
 
 def main(args) -> int:
     ex = exercise(args.pattern)
-    out = Path(args.out) if args.out else Path("workspace") / args.pattern
+    out = args.out or Path("workspace") / args.pattern
     pack(args.pattern, out, archive=args.archive)
     print(f"Interview workspace for {ex.pattern} (level {ex.level}, {ex.time_box}): {out}/")
     if args.archive:

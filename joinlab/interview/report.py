@@ -21,7 +21,7 @@ def now() -> str:
 
 def record(solution: Path, report: dict) -> dict | None:
     """Append this check to the workspace's LOG, if the solution is in a workspace; the log."""
-    path = Path(solution).parent / LOG
+    path = solution.parent / LOG
     if not path.is_file():
         return None
     log = json.loads(path.read_text())
@@ -45,9 +45,10 @@ def minutes(log: dict | None) -> list[str]:
             + (f"{after(full)} after the pack." if full else "none.")]
 
 
-def questions(pattern: str, failed: list[dict], guide: Path = ROOT / "docs" / "interviewing.md") -> list[str]:
+def questions(pattern: str, failed: list[dict]) -> list[str]:
     """The guide's items (bullets, table rows) that name a failed scenario or a failed variant; with
     nothing failed, the exercise's follow-ups."""
+    guide = ROOT / "docs" / "interviewing.md"
     if not guide.is_file():
         return ["(The guide, docs/interviewing.md, is not here: grade in the lab for its questions.)"]
     text = guide.read_text()

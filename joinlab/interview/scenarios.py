@@ -32,6 +32,7 @@ from types import ModuleType
 from joinlab import patterns
 from joinlab.generate import Record
 from joinlab.in_memory import restart
+from joinlab.interview import exercise
 
 # What the fast stage plays besides the events as sent: what it means when only that fails; how it plays.
 AS_SENT, RESTART, REORDERED = "as sent", "after a restart", "rows reordered"
@@ -54,7 +55,7 @@ class Scenario:
     hidden: bool = False
     expect_dead: dict | None = None  # None: the pattern's processors dead-letter nothing
 
-    def batches_as(self, variant: str = AS_SENT) -> list[list[dict]]:
+    def batches_as(self, variant: str) -> list[list[dict]]:
         return [reordered(b) for b in self.batches] if variant == REORDERED else self.batches
 
     def records(self, variant: str = AS_SENT) -> list[list[Record]]:
@@ -108,17 +109,13 @@ def plain(value):
     return value
 
 
-def load(path: Path, hidden: bool = False) -> Scenario:
-    body = json.loads(path.read_text())
-    return Scenario(body["name"], body["says"], body["batches"], body.get("expect", {}), path, hidden,
-                    body.get("expect_dead"))
-
-
 def load_dir(directory: Path | None, hidden: bool = False) -> list[Scenario]:
     """Every *.json scenario in `directory`, by file name (the order the prompt lists them in)."""
     if directory is None or not directory.is_dir():
         return []
-    return [load(p, hidden) for p in sorted(directory.glob("*.json"))]
+    bodies = [(path, json.loads(path.read_text())) for path in sorted(directory.glob("*.json"))]
+    return [Scenario(body["name"], body["says"], body["batches"], body.get("expect", {}), path, hidden,
+                     body.get("expect_dead")) for path, body in bodies]
 
 
 SETTINGS = ("LOTTERY_SEED", "LOTTERY_WATERMARK_DELAY", "MONEY_WATERMARK_DELAY", "MONEY_SESSION_DURATION",
@@ -169,12 +166,15 @@ def cause(outcomes: list[Outcome], key_name: str) -> str:
                 if line.startswith((f"  {key_name} ", "  dead letter ")))
 
 
-def expected_by_reference(pattern: str, scenario: Scenario) -> dict:
-    """What the batch reference says the scenario must end with (for --refresh and the tests)."""
-    reference = patterns.reference(pattern)
-    records = [r for batch in scenario.records() for r in batch]
+def expected(pattern: str, records: list) -> dict:
+    """What the batch reference says the output must end with, given `records` in arrival order."""
     with default_settings():
-        return plain(reference.expected(records))
+        return plain(patterns.reference(pattern).expected(records))
+
+
+def expected_by_reference(pattern: str, scenario: Scenario) -> dict:
+    """The scenario's expectation (for --refresh and the tests)."""
+    return expected(pattern, [r for batch in scenario.records() for r in batch])
 
 
 def dead_by_solution(pattern: str, scenario: Scenario) -> dict | None:
@@ -189,10 +189,7 @@ def _short_traceback() -> str:
     lines = traceback.format_exc().rstrip().splitlines()
     frames = [i for i, line in enumerate(lines) if line.startswith('  File "')]
     own = [i for i in frames if "/site-packages/" not in lines[i] and "/joinlab/" not in lines[i]]
-    keep = own[-2:] if own else frames[-1:]
-    shown = []
-    for i in keep:
-        shown += lines[i:i + 2]
+    shown = [line for i in (own[-2:] if own else frames[-1:]) for line in lines[i:i + 2]]
     return "\n".join(shown + lines[-1:])
 
 
@@ -215,7 +212,7 @@ def describe(outcome: Outcome, key_name: str) -> list[str]:
         out += ["    " + line for line in outcome.error.splitlines()]
         return out
     want, got = s.expect, outcome.got
-    for key in list(want) + [k for k in got if k not in want]:
+    for key in {**want, **got}:  # every key of either, the expected ones first
         if key not in got:
             why = f" (dead-lettered: {outcome.dead[key]})" if key in outcome.dead else ""
             out.append(f"  {key_name} {key}: expected {_brief(want[key])}, got nothing{why}")
@@ -233,11 +230,36 @@ def describe(outcome: Outcome, key_name: str) -> list[str]:
 
 def differences(want: dict, got: dict) -> str:
     """The fields of two views that differ: `name=expected (got actual), ...`."""
-    return ", ".join(f"{f}={want.get(f)!r} (got {got.get(f)!r})" for f in list(want) + [f for f in got if f not in want]
-                     if want.get(f) != got.get(f))
+    return ", ".join(f"{f}={want.get(f)!r} (got {got.get(f)!r})" for f in {**want, **got} if want.get(f) != got.get(f))
 
 
-def _brief(view: dict, fields: int = 6) -> str:
-    items = list(view.items())
-    text = ", ".join(f"{k}={v!r}" for k, v in items[:fields])
-    return "{" + text + (", ..." if len(items) > fields else "") + "}"
+def _brief(view: dict) -> str:
+    text = ", ".join(f"{k}={v!r}" for k, v in list(view.items())[:6])
+    return "{" + text + (", ..." if len(view) > 6 else "") + "}"
+
+
+# --- Writing the expectations: `joinlab interview scenarios PATTERN --refresh` ----------------------
+# One layout (an event per line), so that a diff of a refreshed scenario shows what changed.
+
+def dump(scenario: Scenario) -> str:
+    batches = ",\n".join("  [\n" + ",\n".join("   " + json.dumps(e) for e in batch) + "\n  ]"
+                         for batch in scenario.batches)
+    expect = ",\n".join(f"  {json.dumps(k)}: {json.dumps(v)}" for k, v in scenario.expect.items())
+    dead = "" if scenario.expect_dead is None else f',\n "expect_dead": {json.dumps(scenario.expect_dead)}'
+    return (f'{{\n "name": {json.dumps(scenario.name)},\n "says": {json.dumps(scenario.says)},\n'
+            f' "batches": [\n{batches}\n ],\n "expect": {{\n{expect}\n }}{dead}\n}}\n').replace("{\n\n }", "{}")
+
+
+def refresh(pattern: str) -> list[str]:
+    """Rewrite every scenario of `pattern` with the reference's expectation; returns what changed."""
+    ex, changed = exercise(pattern), []
+    for directory in (ex.scenarios(), ex.hidden()):
+        for scenario in load_dir(directory):
+            before = scenario.path.read_text()
+            scenario.expect = expected_by_reference(pattern, scenario)
+            scenario.expect_dead = dead_by_solution(pattern, scenario)
+            after = dump(scenario)
+            if after != before:
+                scenario.path.write_text(after)
+                changed.append(str(scenario.path))
+    return changed
