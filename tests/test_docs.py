@@ -81,3 +81,13 @@ def test_the_readme_table_answers_a_newcomer_s_questions():
     assert "[`Coupons`](jobs/lottery/solution.py)" in lottery and "without a coupon is rejected" in lottery
     money = rows["money enrichment (level 4)"]
     assert "1: `session_id`" in money and "2: `user_id`" in money
+
+
+@pytest.mark.parametrize("module", PATTERNS)
+def test_the_notebook_reads_only_state_its_processors_declare(module):
+    import json
+    notebook = json.loads((ROOT / "notebooks" / f"{module}.ipynb").read_text())
+    code = "\n".join("".join(cell["source"]) for cell in notebook["cells"] if cell["cell_type"] == "code")
+    read = set(re.findall(r"""\bstate\(\s*["']([A-Za-z_][A-Za-z0-9_]*)["']""", code))
+    assert read, f"notebooks/{module}.ipynb reads no state by name"
+    assert read <= declared_state(module), f"notebooks/{module}.ipynb reads {sorted(read - declared_state(module))}"
