@@ -6,9 +6,7 @@ run from the jars `make install` fetched (joinlab.jars).
 - `start_background` / `stop_background`: the broker `joinlab broker start` leaves running, with
   its log directory in $LAB_HOME/kafka, which survives a restart (same cluster, same records).
 
-Readiness is a metadata request that answers with this node's cluster id, so a port held by
-another broker is never taken for ours. Retention keeps a long-running lab on a disk budget:
-RETENTION below, docs/kafka.md.
+Readiness (this node's cluster id, never another broker's port) and retention: docs/kafka.md.
 """
 from __future__ import annotations
 
@@ -31,8 +29,7 @@ from joinlab import jars
 from joinlab.config import lab_home
 
 HOST = "127.0.0.1"
-# Every partition keeps at most 128 MiB in closed 32 MiB segments (plus the open one), and nothing
-# older than a day: a generator left running through a workshop day stays within ~160 MiB a partition.
+# A disk budget per partition, whatever the rate or the hours a generator runs (docs/kafka.md).
 RETENTION = {"log.retention.bytes": str(128 << 20), "log.segment.bytes": str(32 << 20),
              "log.retention.hours": "24", "log.retention.check.interval.ms": "60000"}
 HEAP = "-Xms128m -Xmx512m"
