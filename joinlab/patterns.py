@@ -11,12 +11,9 @@ from importlib.metadata import entry_points
 from types import ModuleType
 
 
-def _registered() -> dict[str, str]:
-    tables = [ep.load() for ep in entry_points(group="joinlab.patterns")]
-    return {name: module for table in tables for name, module in table.items()}
-
-
-PATTERNS = _registered()  # pattern name -> its job module's import path, simplest first
+# pattern name -> its job module's import path, simplest first
+PATTERNS = {name: module for entry in entry_points(group="joinlab.patterns")
+            for name, module in entry.load().items()}
 
 
 def module_name(pattern: str) -> str:
