@@ -1,12 +1,7 @@
 """The embedded broker: Apache Kafka as one local KRaft node (broker and controller in one JVM),
-run from the jars `make install` fetched (joinlab.jars).
-
-- `EmbeddedBroker`: a broker for the lifetime of a `with` block (`make demo`, `make soak`, tests),
-  with its log directory in a temporary folder under the lab's home.
-- `start_background` / `stop_background`: the broker `joinlab broker start` leaves running, with
-  its log directory in $LAB_HOME/kafka, which survives a restart (same cluster, same records).
-
-Readiness (this node's cluster id, never another broker's port) and retention: docs/kafka.md.
+run from the jars `make install` fetched (joinlab.jars): `EmbeddedBroker` for a `with` block, and
+the background broker `joinlab broker start` leaves running. Its data, readiness and retention:
+docs/kafka.md#the-embedded-broker.
 """
 from __future__ import annotations
 
@@ -214,8 +209,9 @@ def _alive(pid: int) -> bool:
 
 
 class EmbeddedBroker:
-    """A broker for the lifetime of a `with` block, its log directory removed afterwards unless
-    `data_dir` is given (then a later broker on the same folder continues it)."""
+    """A broker for the lifetime of a `with` block (`make demo`, `make soak`, tests), its log
+    directory a temporary folder removed afterwards unless `data_dir` is given (then a later
+    broker on the same folder continues it)."""
 
     def __init__(self, port: int | None = None, log_path: Path | None = None, data_dir: Path | None = None):
         self._port, self._log_path, self._data_dir = port, log_path, data_dir

@@ -1,10 +1,5 @@
-"""The SparkSession every pattern uses, with Spark's own Kafka connector (`format("kafka")`).
-
-The connector is not in the PySpark wheel: a session takes it from the jar cache that
-`make install` fills (joinlab.jars, passed as spark.jars), from PySpark's own jars folder where an
-image put it there (the Docker image), or, with $LAB_SPARK_PACKAGES=1 on a machine without Maven,
-from Spark's own resolver (spark.jars.packages).
-"""
+"""The SparkSession every pattern uses, with Spark's own Kafka connector (`format("kafka")`,
+not in the PySpark wheel: `connector_conf`, docs/kafka.md)."""
 from __future__ import annotations
 
 import contextlib
