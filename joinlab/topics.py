@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
@@ -43,10 +44,8 @@ def create_topics(bootstrap: str, names: Iterable[str], partitions: int | None =
     try:
         missing = names - set(admin.list_topics())
         if missing:
-            try:
+            with suppress(TopicAlreadyExistsError):  # another client created it meanwhile
                 admin.create_topics([NewTopic(n, partitions or topic_partitions(), 1) for n in sorted(missing)])
-            except TopicAlreadyExistsError:
-                pass
         deadline = time.monotonic() + 30
         while not names <= set(admin.list_topics()):
             if time.monotonic() > deadline:
