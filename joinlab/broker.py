@@ -148,7 +148,7 @@ def _launch(data_dir: Path, port: int, controller_port: int, log_path: Path,
             raise BrokerError(f"Kafka could not format its log directory {data_dir}: "
                               + (done.stderr.strip() or done.stdout.strip())[-600:])
     with open(log_path, "ab") as log:
-        proc = subprocess.Popen([*base[:1], *HEAP.split(), "-XX:+UseG1GC", "-Djava.awt.headless=true", *base[1:],
+        proc = subprocess.Popen([*base, *HEAP.split(), "-XX:+UseG1GC", "-Djava.awt.headless=true",
                                  "kafka.Kafka", str(config)], stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=detach)
     return proc, cluster_id
@@ -277,8 +277,7 @@ def bindable(port: int) -> bool:
 def start_background(port: int | None = None) -> BrokerInfo:
     """Start (or find) the background broker on $LAB_HOME/kafka, on the ports it had last time
     where they are free, so that a restart keeps its address as well as its records."""
-    info = running_broker()
-    if info:
+    if info := running_broker():
         return info
     data_dir = lab_home() / "kafka"
     last = json.loads((data_dir / PORTS).read_text()) if (data_dir / PORTS).is_file() else {}
@@ -302,11 +301,9 @@ def stop_background() -> BrokerInfo | None:
 
 def bootstrap_servers() -> str:
     """$KAFKA_BOOTSTRAP_SERVERS, else the background embedded broker; a clear error otherwise."""
-    configured = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
-    if configured:
+    if configured := os.environ.get("KAFKA_BOOTSTRAP_SERVERS"):
         return configured
-    info = running_broker()
-    if info:
+    if info := running_broker():
         return info.bootstrap_servers
     raise BrokerError("No Kafka broker: run `make broker-start` (embedded broker) "
                       "or set KAFKA_BOOTSTRAP_SERVERS=host:port.")

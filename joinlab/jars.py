@@ -72,8 +72,7 @@ def connector_bundle() -> Bundle:
 
 
 def cache() -> Path:
-    configured = os.environ.get("LAB_JARS")
-    if configured:
+    if configured := os.environ.get("LAB_JARS"):
         return Path(configured).resolve()
     return Path(os.environ.get("LAB_HOME", ".lab")).resolve() / "jars"
 
