@@ -1,8 +1,5 @@
-"""`joinlab`: the lab's command line (broker, topics, generate, run, verify, state, demo, lab,
-interview).
-
-Each command imports what it needs when it runs: most bring Spark in (seconds), and the commands
-that need none (broker, topics, lab, generate) answer at once."""
+"""`joinlab`: the lab's command line. Each command imports what it needs when it runs: most bring
+Spark in (seconds), and the commands that need none (broker, topics, lab, generate) answer at once."""
 from __future__ import annotations
 
 import argparse
@@ -74,8 +71,7 @@ def cmd_run(args) -> int:
     checkpoint = args.checkpoint or str(lab_home() / "checkpoints" / args.pattern)
     if args.reset:
         shutil.rmtree(checkpoint, ignore_errors=True)
-    problem = _unwritable(checkpoint)
-    if problem:
+    if problem := _unwritable(checkpoint):
         print(f"{command}: the checkpoint directory {checkpoint} is not writable ({problem}). "
               "Free some space or fix its permissions, or choose another with --checkpoint DIR.", file=sys.stderr)
         return 2
