@@ -149,10 +149,9 @@ def quiet_line(line: str) -> bool:
 
 @contextlib.contextmanager
 def filter_stderr():
-    """While the block starts a JVM, point file descriptor 2 at a pipe, so the JVM (and the Python
-    workers it starts) write into it for their whole life; a thread passes every line on to the
-    real stderr except `QUIET_LINES` (and the empty line the Python worker prints after each).
-    Nothing is filtered when the quiet rules do not apply."""
+    """While the block starts a JVM, point file descriptor 2 at a pipe that the JVM (and the Python
+    workers it starts) write into for their whole life; a thread passes on every line but
+    `QUIET_LINES` (and the empty line the Python worker prints after each). Only while quieting."""
     if not quieting():
         yield
         return

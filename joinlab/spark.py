@@ -36,10 +36,9 @@ def spark_master() -> str:
 
 
 def session(app_name: str = "stream-join-lab", **conf: str) -> SparkSession:
-    """A session with the RocksDB state store (transformWithState needs it), the lab's log
-    settings and the Kafka connector; `conf` goes last. Python workers run the driver's
-    interpreter, so they import the same installed packages (a worker on another Python is the
-    most common failure of PySpark labs)."""
+    """A session with the RocksDB state store (transformWithState needs it), the lab's log settings
+    and the Kafka connector; `conf` goes last. Python workers run the driver's interpreter, so they
+    import the same packages (a worker on another Python is the most common PySpark lab failure)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     driver_host = os.environ.get("LAB_DRIVER_HOST", "127.0.0.1")  # a container name in Compose
@@ -67,11 +66,10 @@ def session(app_name: str = "stream-join-lab", **conf: str) -> SparkSession:
 
 
 def stop(spark: SparkSession) -> None:
-    """Stop the session, after the state stores and Kafka producers its JVM keeps. Where the JVM
-    lives on (a notebook kernel, `joinlab demo all`), Spark's StateStore maintenance task would
-    next run with no SparkEnv and log a warning with a stack, and each cached producer would log
-    its lost connection when the broker stops; both go first, before a maintenance run can fire
-    during the session's stop."""
+    """Stop the session, after the state stores and Kafka producers its JVM keeps: where the JVM
+    lives on (a notebook kernel, `joinlab demo all`), their maintenance task and lost connections
+    would log warnings later (docs/operations.md). They go first: a maintenance run that fires while
+    the session stops would find no SparkEnv either."""
     state_stores(spark).stop()
     kafka_producers(spark).reset()
     spark.stop()
