@@ -75,20 +75,18 @@ def answers_as(bootstrap: str, cluster_id: str | None, timeout_s: float = 2.0) -
         return False
 
 
-def java() -> str:
+def _java(data_dir: Path) -> list[str]:
+    """The start of every command the broker runs: java, with the log settings and Kafka's jars."""
     home = os.environ.get("JAVA_HOME")
     found = str(Path(home, "bin", "java")) if home else shutil.which("java")
     if not found or not Path(found).exists():
         raise BrokerError("No Java to run Kafka: install Java 17+ (make check-java says how), or set "
                           "KAFKA_BOOTSTRAP_SERVERS to a running Kafka.")
-    return found
-
-
-def _classpath() -> str:
     try:
-        return os.pathsep.join(map(str, jars.jars(jars.kafka_bundle())))
+        classpath = os.pathsep.join(map(str, jars.jars(jars.kafka_bundle())))
     except jars.JarsError as exc:
         raise BrokerError(f"{exc} Or set KAFKA_BOOTSTRAP_SERVERS to a running Kafka.") from exc
+    return [found, f"-Dlog4j2.configurationFile={data_dir / 'log4j2.properties'}", "-cp", classpath]
 
 
 def _properties(data_dir: Path, port: int, controller_port: int) -> str:
@@ -136,7 +134,7 @@ def _launch(data_dir: Path, port: int, controller_port: int, log_path: Path,
     config = data_dir / "server.properties"
     config.write_text(_properties(data_dir, port, controller_port))
     (data_dir / "log4j2.properties").write_text(LOG4J)
-    base = [java(), f"-Dlog4j2.configurationFile={data_dir / 'log4j2.properties'}", "-cp", _classpath()]
+    base = _java(data_dir)
     cluster_id = cluster_id_of(data_dir)
     if cluster_id is None:  # a new log directory: format it for a new cluster
         cluster_id = "-"
@@ -291,11 +289,9 @@ def start_background(port: int | None = None) -> BrokerInfo:
 
 def stop_background() -> BrokerInfo | None:
     """Stop the background broker (its log directory stays, and remembers its ports)."""
-    info = _saved()
-    if info is None:
-        return None
-    stop_process(info.pid)
-    _state_file().unlink()
+    if info := _saved():
+        stop_process(info.pid)
+        _state_file().unlink()
     return info
 
 
