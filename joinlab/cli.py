@@ -10,6 +10,7 @@ import tempfile
 
 from joinlab import broker, patterns
 from joinlab.broker import BrokerError
+from joinlab.config import lab_home
 from joinlab.jars import JarsError
 from joinlab.solutions import SolutionError
 
@@ -61,7 +62,6 @@ def cmd_generate(args) -> int:
 
 def cmd_run(args) -> int:
     from joinlab import job as runner
-    from joinlab.config import lab_home
     from joinlab.spark import executors, session, ui_url
     from joinlab.status import follow, observed
     from joinlab.topics import create_topics
@@ -128,7 +128,6 @@ def cmd_verify(args) -> int:
 
 
 def cmd_state(args) -> int:
-    from joinlab.config import lab_home
     checkpoint = args.checkpoint or str(lab_home() / "checkpoints" / args.pattern)
     if not os.path.isdir(os.path.join(checkpoint, "state")):
         print(f"joinlab state: no state in {checkpoint}; run the job first (`joinlab run {args.pattern}`), "

@@ -170,10 +170,8 @@ def filter_stderr():
 def _pass_on(read_end: int, out: int) -> None:
     dropped = False
     with os.fdopen(read_end, "rb") as pipe:
-        for raw in iter(pipe.readline, b""):
+        for raw in pipe:
             line = raw.decode("utf-8", "replace")
-            if quiet_line(line) or (dropped and not line.strip()):
-                dropped = True
-                continue
-            dropped = False
-            os.write(out, raw)
+            dropped = quiet_line(line) or (dropped and not line.strip())
+            if not dropped:
+                os.write(out, raw)
