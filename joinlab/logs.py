@@ -33,6 +33,7 @@ class Quiet:
 
 
 _STREAMING = "org.apache.spark.sql.execution.streaming"
+_STATE_SERVER = "org.apache.spark.sql.execution.python.streaming.TransformWithStateInPySparkStateServer"
 QUIET_EVENTS = [
     Quiet("org.apache.spark.util.Utils", r".*Service 'SparkUI' could not bind on port.*",
           "another Spark application has the UI port; the lab prints the port this one got"),
@@ -50,11 +51,9 @@ QUIET_EVENTS = [
           "a batch longer than the trigger interval; the status line shows every batch's time"),
     Quiet(f"{_STREAMING}.operators.stateful.transformwithstate.timers.TimerStateImpl", r".*already exists.*",
           "registering a timer that is already registered is a no-op; Spark warns once per timer"),
-    Quiet("org.apache.spark.sql.execution.python.streaming.TransformWithStateInPySparkStateServer",
-          r".*No more data to read from the socket.*",
+    Quiet(_STATE_SERVER, r".*No more data to read from the socket.*",
           "the Python worker of a transformWithState stage closed its state connection: it is done"),
-    Quiet("org.apache.spark.sql.execution.python.streaming.TransformWithStateInPySparkStateServer",
-          r".*state \S+ doesn't contain a value.*",
+    Quiet(_STATE_SERVER, r".*state \S+ doesn't contain a value.*",
           "reading a key's state before it has any is how every new key starts (get() returns None); "
           "Spark warns once per read"),
     Quiet("org.apache.spark.network.server.TransportChannelHandler", r".*Exception in connection from .*",
