@@ -221,12 +221,10 @@ class EmbeddedBroker:
 
     @property
     def bootstrap_servers(self) -> str:
-        assert self.info, "broker not started"
         return self.info.bootstrap_servers
 
     @property
     def pid(self) -> int:
-        assert self.info, "broker not started"
         return self.info.pid
 
     def __exit__(self, *exc) -> None:
