@@ -1,8 +1,6 @@
-"""The registry of patterns, which the patterns fill: pyproject.toml's `joinlab.patterns` entry
-point names their table (jobs.PATTERNS: pattern name -> its job module). A pattern's generator and
-batch reference share its module name in generators/ and references/. joinlab never imports a
-pattern by name; it asks here.
-"""
+"""The registry of patterns: joinlab never imports a pattern by name, it asks here. pyproject.toml's
+`joinlab.patterns` entry point names their table (jobs.PATTERNS); a pattern's generator and batch
+reference share its module name in generators/ and references/."""
 from __future__ import annotations
 
 import importlib

@@ -98,8 +98,7 @@ def executors(spark: SparkSession) -> int | None:
 
 
 def ui_enabled() -> bool:
-    """Spark's web UI (the Structured Streaming tab: rates, durations, state rows, watermark) is on
-    in the lab and off where nobody looks at it: $LAB_SPARK_UI=false (tests/conftest sets it)."""
+    """Whether the driver runs its web UI: $LAB_SPARK_UI, on unless false (tests/conftest sets it)."""
     return os.environ.get("LAB_SPARK_UI", "true").strip().lower() not in ("false", "0", "no", "off")
 
 

@@ -1,6 +1,5 @@
 """Plain-client Kafka helpers on kafka-python: topics, end offsets, reading a topic whole, and
-looking at topics (`list_topics`, `tail`, `describe`: `joinlab topics list|tail`).
-"""
+looking at topics (`list_topics`, `tail`, `describe`: `joinlab topics list|tail`)."""
 from __future__ import annotations
 
 import json
