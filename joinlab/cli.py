@@ -107,8 +107,7 @@ def _unwritable(directory: str) -> str | None:
     before Spark starts, so the error is one line, and no half-written checkpoint is left."""
     try:
         os.makedirs(directory, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=directory, prefix=".write-probe-"):
-            pass
+        tempfile.NamedTemporaryFile(dir=directory, prefix=".write-probe-").close()
     except OSError as exc:
         return exc.strerror or str(exc)
     return None
