@@ -16,7 +16,7 @@ import subprocess
 import tempfile
 import time
 import uuid
-from contextlib import suppress
+from contextlib import closing, suppress
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -63,12 +63,9 @@ def answers_as(bootstrap: str, cluster_id: str | None, timeout_s: float = 2.0) -
     host, _, port = bootstrap.split(",")[0].rpartition(":")
     try:
         socket.create_connection((host, int(port)), timeout=timeout_s).close()
-        admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=int(timeout_s * 1000),
-                                 bootstrap_timeout_ms=int(timeout_s * 1000))
-        try:
+        with closing(KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=int(timeout_s * 1000),
+                                      bootstrap_timeout_ms=int(timeout_s * 1000))) as admin:
             return cluster_id is None or admin.describe_cluster().get("cluster_id") == cluster_id
-        finally:
-            admin.close()
     except KafkaConfigurationError:  # a mistake in the settings, not a broker that does not answer
         raise
     except (KafkaError, OSError):
