@@ -1,14 +1,7 @@
 """The embedded broker: Apache Kafka as one local KRaft node (broker and controller in one JVM),
-run from the jars `make install` fetched (joinlab.jars).
-
-- `EmbeddedBroker`: a broker for the lifetime of a `with` block (`make demo`, `make soak`, tests),
-  with its log directory in a temporary folder under the lab's home.
-- `start_background` / `stop_background`: the broker `joinlab broker start` leaves running, with
-  its log directory in $LAB_HOME/kafka, which survives a restart (same cluster, same records).
-
-Readiness is a metadata request that answers with this node's cluster id, so a port held by
-another broker is never taken for ours. Retention keeps a long-running lab on a disk budget:
-RETENTION below, docs/kafka.md.
+run from the jars `make install` fetched (joinlab.jars): `EmbeddedBroker` for a `with` block, and
+the background broker `joinlab broker start` leaves running. Its data, readiness and retention:
+docs/kafka.md#the-embedded-broker.
 """
 from __future__ import annotations
 
@@ -23,7 +16,7 @@ import subprocess
 import tempfile
 import time
 import uuid
-from contextlib import suppress
+from contextlib import closing, suppress
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -31,8 +24,7 @@ from joinlab import jars
 from joinlab.config import lab_home
 
 HOST = "127.0.0.1"
-# Every partition keeps at most 128 MiB in closed 32 MiB segments (plus the open one), and nothing
-# older than a day: a generator left running through a workshop day stays within ~160 MiB a partition.
+# A disk budget per partition, whatever the rate or the hours a generator runs (docs/kafka.md).
 RETENTION = {"log.retention.bytes": str(128 << 20), "log.segment.bytes": str(32 << 20),
              "log.retention.hours": "24", "log.retention.check.interval.ms": "60000"}
 HEAP = "-Xms128m -Xmx512m"
@@ -71,32 +63,27 @@ def answers_as(bootstrap: str, cluster_id: str | None, timeout_s: float = 2.0) -
     host, _, port = bootstrap.split(",")[0].rpartition(":")
     try:
         socket.create_connection((host, int(port)), timeout=timeout_s).close()
-        admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=int(timeout_s * 1000),
-                                 bootstrap_timeout_ms=int(timeout_s * 1000))
-        try:
+        with closing(KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=int(timeout_s * 1000),
+                                      bootstrap_timeout_ms=int(timeout_s * 1000))) as admin:
             return cluster_id is None or admin.describe_cluster().get("cluster_id") == cluster_id
-        finally:
-            admin.close()
     except KafkaConfigurationError:  # a mistake in the settings, not a broker that does not answer
         raise
     except (KafkaError, OSError):
         return False
 
 
-def java() -> str:
+def _java(data_dir: Path) -> list[str]:
+    """The start of every command the broker runs: java, with the log settings and Kafka's jars."""
     home = os.environ.get("JAVA_HOME")
     found = str(Path(home, "bin", "java")) if home else shutil.which("java")
     if not found or not Path(found).exists():
         raise BrokerError("No Java to run Kafka: install Java 17+ (make check-java says how), or set "
                           "KAFKA_BOOTSTRAP_SERVERS to a running Kafka.")
-    return found
-
-
-def _classpath() -> str:
     try:
-        return os.pathsep.join(map(str, jars.jars(jars.kafka_bundle())))
+        classpath = os.pathsep.join(map(str, jars.jars(jars.kafka_bundle())))
     except jars.JarsError as exc:
         raise BrokerError(f"{exc} Or set KAFKA_BOOTSTRAP_SERVERS to a running Kafka.") from exc
+    return [found, f"-Dlog4j2.configurationFile={data_dir / 'log4j2.properties'}", "-cp", classpath]
 
 
 def _properties(data_dir: Path, port: int, controller_port: int) -> str:
@@ -144,7 +131,7 @@ def _launch(data_dir: Path, port: int, controller_port: int, log_path: Path,
     config = data_dir / "server.properties"
     config.write_text(_properties(data_dir, port, controller_port))
     (data_dir / "log4j2.properties").write_text(LOG4J)
-    base = [java(), f"-Dlog4j2.configurationFile={data_dir / 'log4j2.properties'}", "-cp", _classpath()]
+    base = _java(data_dir)
     cluster_id = cluster_id_of(data_dir)
     if cluster_id is None:  # a new log directory: format it for a new cluster
         cluster_id = "-"
@@ -156,7 +143,7 @@ def _launch(data_dir: Path, port: int, controller_port: int, log_path: Path,
             raise BrokerError(f"Kafka could not format its log directory {data_dir}: "
                               + (done.stderr.strip() or done.stdout.strip())[-600:])
     with open(log_path, "ab") as log:
-        proc = subprocess.Popen([*base[:1], *HEAP.split(), "-XX:+UseG1GC", "-Djava.awt.headless=true", *base[1:],
+        proc = subprocess.Popen([*base, *HEAP.split(), "-XX:+UseG1GC", "-Djava.awt.headless=true",
                                  "kafka.Kafka", str(config)], stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=detach)
     return proc, cluster_id
@@ -217,8 +204,9 @@ def _alive(pid: int) -> bool:
 
 
 class EmbeddedBroker:
-    """A broker for the lifetime of a `with` block, its log directory removed afterwards unless
-    `data_dir` is given (then a later broker on the same folder continues it)."""
+    """A broker for the lifetime of a `with` block (`make demo`, `make soak`, tests), its log
+    directory a temporary folder removed afterwards unless `data_dir` is given (then a later
+    broker on the same folder continues it)."""
 
     def __init__(self, port: int | None = None, log_path: Path | None = None, data_dir: Path | None = None):
         self._port, self._log_path, self._data_dir = port, log_path, data_dir
@@ -230,12 +218,10 @@ class EmbeddedBroker:
 
     @property
     def bootstrap_servers(self) -> str:
-        assert self.info, "broker not started"
         return self.info.bootstrap_servers
 
     @property
     def pid(self) -> int:
-        assert self.info, "broker not started"
         return self.info.pid
 
     def __exit__(self, *exc) -> None:
@@ -284,8 +270,7 @@ def bindable(port: int) -> bool:
 def start_background(port: int | None = None) -> BrokerInfo:
     """Start (or find) the background broker on $LAB_HOME/kafka, on the ports it had last time
     where they are free, so that a restart keeps its address as well as its records."""
-    info = running_broker()
-    if info:
+    if info := running_broker():
         return info
     data_dir = lab_home() / "kafka"
     last = json.loads((data_dir / PORTS).read_text()) if (data_dir / PORTS).is_file() else {}
@@ -299,21 +284,17 @@ def start_background(port: int | None = None) -> BrokerInfo:
 
 def stop_background() -> BrokerInfo | None:
     """Stop the background broker (its log directory stays, and remembers its ports)."""
-    info = _saved()
-    if info is None:
-        return None
-    stop_process(info.pid)
-    _state_file().unlink()
+    if info := _saved():
+        stop_process(info.pid)
+        _state_file().unlink()
     return info
 
 
 def bootstrap_servers() -> str:
     """$KAFKA_BOOTSTRAP_SERVERS, else the background embedded broker; a clear error otherwise."""
-    configured = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
-    if configured:
+    if configured := os.environ.get("KAFKA_BOOTSTRAP_SERVERS"):
         return configured
-    info = running_broker()
-    if info:
+    if info := running_broker():
         return info.bootstrap_servers
     raise BrokerError("No Kafka broker: run `make broker-start` (embedded broker) "
                       "or set KAFKA_BOOTSTRAP_SERVERS=host:port.")

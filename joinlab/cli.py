@@ -1,8 +1,5 @@
-"""`joinlab`: the lab's command line (broker, topics, generate, run, verify, state, demo, lab,
-interview).
-
-Each command imports what it needs when it runs: most bring Spark in (seconds), and the commands
-that need none (broker, topics, lab, generate) answer at once."""
+"""`joinlab`: the lab's command line. Each command imports what it needs when it runs: most bring
+Spark in (seconds), and the commands that need none (broker, topics, lab, generate) answer at once."""
 from __future__ import annotations
 
 import argparse
@@ -13,6 +10,7 @@ import tempfile
 
 from joinlab import broker, patterns
 from joinlab.broker import BrokerError
+from joinlab.config import lab_home
 from joinlab.jars import JarsError
 from joinlab.solutions import SolutionError
 
@@ -64,7 +62,6 @@ def cmd_generate(args) -> int:
 
 def cmd_run(args) -> int:
     from joinlab import job as runner
-    from joinlab.config import lab_home
     from joinlab.spark import executors, session, ui_url
     from joinlab.status import follow, observed
     from joinlab.topics import create_topics
@@ -74,8 +71,7 @@ def cmd_run(args) -> int:
     checkpoint = args.checkpoint or str(lab_home() / "checkpoints" / args.pattern)
     if args.reset:
         shutil.rmtree(checkpoint, ignore_errors=True)
-    problem = _unwritable(checkpoint)
-    if problem:
+    if problem := _unwritable(checkpoint):
         print(f"{command}: the checkpoint directory {checkpoint} is not writable ({problem}). "
               "Free some space or fix its permissions, or choose another with --checkpoint DIR.", file=sys.stderr)
         return 2
@@ -111,8 +107,7 @@ def _unwritable(directory: str) -> str | None:
     before Spark starts, so the error is one line, and no half-written checkpoint is left."""
     try:
         os.makedirs(directory, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=directory, prefix=".write-probe-"):
-            pass
+        tempfile.NamedTemporaryFile(dir=directory, prefix=".write-probe-").close()
     except OSError as exc:
         return exc.strerror or str(exc)
     return None
@@ -132,7 +127,6 @@ def cmd_verify(args) -> int:
 
 
 def cmd_state(args) -> int:
-    from joinlab.config import lab_home
     checkpoint = args.checkpoint or str(lab_home() / "checkpoints" / args.pattern)
     if not os.path.isdir(os.path.join(checkpoint, "state")):
         print(f"joinlab state: no state in {checkpoint}; run the job first (`joinlab run {args.pattern}`), "

@@ -40,8 +40,7 @@ def duration_ms(text: str, name: str = "duration") -> int:
     """'10 seconds', '500 ms', '1 minute' -> milliseconds; `name` (the setting) goes in the error."""
     match = re.fullmatch(r"\s*(\d+)\s*([a-z]+)\s*", text.lower())
     unit = match.group(2) if match else ""
-    if unit not in _UNITS_MS and unit.endswith("s"):
-        unit = unit[:-1]  # plural
+    unit = unit if unit in _UNITS_MS else unit.removesuffix("s")  # plural
     if unit not in _UNITS_MS:
         raise ValueError(f"{name}={text!r}: give a whole number and a unit, e.g. '10 seconds'")
     return int(match.group(1)) * _UNITS_MS[unit]

@@ -1,7 +1,5 @@
-"""`make demo`: one pattern end to end on a fresh broker, checked against its batch reference.
-
-Generate a bounded, seeded, out-of-order stream -> run the job until it has caught up
-(Trigger.AvailableNow) -> verify -> print a summary. Exit status 1 on any mismatch.
+"""`make demo`: one pattern end to end on a fresh broker (a bounded, seeded, out-of-order stream,
+the job run until caught up), checked against its batch reference; exit status 1 on a mismatch.
 """
 from __future__ import annotations
 

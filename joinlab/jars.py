@@ -4,16 +4,8 @@
     python -m joinlab.jars --check    # exit 1 (and say what to run) when a bundle is missing
 
 Two bundles, each a folder of jars under the cache ($LAB_JARS, else the lab's home, ./.lab/jars):
-- `kafka`: the Apache Kafka broker (org.apache.kafka:kafka_2.13 and its runtime closure, plus the
-  log4j SLF4J binding that Kafka's distribution adds and its POM leaves out), for joinlab.broker;
-- `spark-kafka`: Spark's own Kafka connector for the installed PySpark, the four jars Spark's
-  Structured Streaming + Kafka guide names beside Spark's own, passed to every session as
-  spark.jars (joinlab.spark).
-
-Each bundle is resolved by a throwaway POM in a temporary folder and renamed into place whole,
-with a manifest of what it holds: a failed or interrupted fetch leaves nothing in the cache.
-Without `mvn`, a session can still get the connector through Spark's own resolver
-(LAB_SPARK_PACKAGES=1, docs/kafka.md).
+`kafka` (the broker, joinlab.broker) and `spark-kafka` (Spark's Kafka connector, joinlab.spark).
+What they hold, how a fetch works and the way without `mvn`: docs/kafka.md.
 """
 from __future__ import annotations
 
@@ -80,8 +72,7 @@ def connector_bundle() -> Bundle:
 
 
 def cache() -> Path:
-    configured = os.environ.get("LAB_JARS")
-    if configured:
+    if configured := os.environ.get("LAB_JARS"):
         return Path(configured).resolve()
     return Path(os.environ.get("LAB_HOME", ".lab")).resolve() / "jars"
 
@@ -142,9 +133,8 @@ def fetch(bundle: Bundle, mvn: str = "mvn") -> Path:
         if missing:
             raise JarsError(f"Maven fetched {bundle.name} without {', '.join(missing)}")
         (out / MANIFEST).write_text("\n".join(bundle.artifacts) + "\n")
-        if bundle.folder.exists():  # a bundle another fetch put in place meanwhile
-            return bundle.folder
-        out.rename(bundle.folder)
+        if not bundle.folder.exists():  # else another fetch put the bundle in place meanwhile
+            out.rename(bundle.folder)
     return bundle.folder
 
 

@@ -33,6 +33,7 @@ class Quiet:
 
 
 _STREAMING = "org.apache.spark.sql.execution.streaming"
+_STATE_SERVER = "org.apache.spark.sql.execution.python.streaming.TransformWithStateInPySparkStateServer"
 QUIET_EVENTS = [
     Quiet("org.apache.spark.util.Utils", r".*Service 'SparkUI' could not bind on port.*",
           "another Spark application has the UI port; the lab prints the port this one got"),
@@ -50,11 +51,9 @@ QUIET_EVENTS = [
           "a batch longer than the trigger interval; the status line shows every batch's time"),
     Quiet(f"{_STREAMING}.operators.stateful.transformwithstate.timers.TimerStateImpl", r".*already exists.*",
           "registering a timer that is already registered is a no-op; Spark warns once per timer"),
-    Quiet("org.apache.spark.sql.execution.python.streaming.TransformWithStateInPySparkStateServer",
-          r".*No more data to read from the socket.*",
+    Quiet(_STATE_SERVER, r".*No more data to read from the socket.*",
           "the Python worker of a transformWithState stage closed its state connection: it is done"),
-    Quiet("org.apache.spark.sql.execution.python.streaming.TransformWithStateInPySparkStateServer",
-          r".*state \S+ doesn't contain a value.*",
+    Quiet(_STATE_SERVER, r".*state \S+ doesn't contain a value.*",
           "reading a key's state before it has any is how every new key starts (get() returns None); "
           "Spark warns once per read"),
     Quiet("org.apache.spark.network.server.TransportChannelHandler", r".*Exception in connection from .*",
@@ -149,10 +148,9 @@ def quiet_line(line: str) -> bool:
 
 @contextlib.contextmanager
 def filter_stderr():
-    """While the block starts a JVM, point file descriptor 2 at a pipe, so the JVM (and the Python
-    workers it starts) write into it for their whole life; a thread passes every line on to the
-    real stderr except `QUIET_LINES` (and the empty line the Python worker prints after each).
-    Nothing is filtered when the quiet rules do not apply."""
+    """While the block starts a JVM, point file descriptor 2 at a pipe that the JVM (and the Python
+    workers it starts) write into for their whole life; a thread passes on every line but
+    `QUIET_LINES` (and the empty line the Python worker prints after each). Only while quieting."""
     if not quieting():
         yield
         return
@@ -171,10 +169,8 @@ def filter_stderr():
 def _pass_on(read_end: int, out: int) -> None:
     dropped = False
     with os.fdopen(read_end, "rb") as pipe:
-        for raw in iter(pipe.readline, b""):
+        for raw in pipe:
             line = raw.decode("utf-8", "replace")
-            if quiet_line(line) or (dropped and not line.strip()):
-                dropped = True
-                continue
-            dropped = False
-            os.write(out, raw)
+            dropped = quiet_line(line) or (dropped and not line.strip())
+            if not dropped:
+                os.write(out, raw)

@@ -1,8 +1,6 @@
-"""The registry of patterns, which the patterns fill: pyproject.toml's `joinlab.patterns` entry
-point names their table (jobs.PATTERNS: pattern name -> its job module). A pattern's generator and
-batch reference share its module name in generators/ and references/. joinlab never imports a
-pattern by name; it asks here.
-"""
+"""The registry of patterns: joinlab never imports a pattern by name, it asks here. pyproject.toml's
+`joinlab.patterns` entry point names their table (jobs.PATTERNS); a pattern's generator and batch
+reference share its module name in generators/ and references/."""
 from __future__ import annotations
 
 import importlib
@@ -11,12 +9,9 @@ from importlib.metadata import entry_points
 from types import ModuleType
 
 
-def _registered() -> dict[str, str]:
-    tables = [ep.load() for ep in entry_points(group="joinlab.patterns")]
-    return {name: module for table in tables for name, module in table.items()}
-
-
-PATTERNS = _registered()  # pattern name -> its job module's import path, simplest first
+# pattern name -> its job module's import path, simplest first
+PATTERNS = {name: module for entry in entry_points(group="joinlab.patterns")
+            for name, module in entry.load().items()}
 
 
 def module_name(pattern: str) -> str:

@@ -1,10 +1,7 @@
-"""The one seam between a pattern's job and the code that does its join.
-
-A job's `build(raw, solution=None)` wires topics, parsing, keying and the sink, and takes its
-stateful processors from a *solution module*: by default the lab's own (`job.SOLUTION`, e.g.
-jobs/tweet_views/solution.py), or any module that defines the same names (`job.PROCESSORS`): a
-candidate's exercise file, a variant in a test. So the solution, a candidate's code and a variant
-all run through the very same `build()`, in tests, in the demo and on live topics.
+"""The one seam between a pattern's job and the code that does its join: a job's `build(raw,
+solution=None)` takes its stateful processors from a *solution module*, the lab's own
+(`job.SOLUTION`) or any module that defines the same names (`job.PROCESSORS`), e.g. a candidate's
+file (docs/architecture.md#one-seam-per-pattern).
 """
 from __future__ import annotations
 
@@ -12,6 +9,7 @@ import importlib
 import importlib.util
 import sys
 import typing
+from contextlib import suppress
 from pathlib import Path
 from types import ModuleType
 
@@ -61,7 +59,5 @@ def _resolve_annotations(module: ModuleType) -> None:
     `ddl(User)`) could not find `User` by its name any more."""
     for value in list(vars(module).values()):
         if isinstance(value, type) and value.__module__ == module.__name__ and "__annotations__" in vars(value):
-            try:
+            with suppress(Exception):  # an annotation that does not resolve stays as written
                 value.__annotations__ = typing.get_type_hints(value)
-            except Exception:  # an annotation that does not resolve stays as written
-                pass

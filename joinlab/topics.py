@@ -1,10 +1,10 @@
 """Plain-client Kafka helpers on kafka-python: topics, end offsets, reading a topic whole, and
-looking at topics (`list_topics`, `tail`, `describe`: `joinlab topics list|tail`).
-"""
+looking at topics (`list_topics`, `tail`, `describe`: `joinlab topics list|tail`)."""
 from __future__ import annotations
 
 import json
 import time
+from contextlib import closing, suppress
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
@@ -39,21 +39,16 @@ def producer(bootstrap: str, **overrides) -> KafkaProducer:
 def create_topics(bootstrap: str, names: Iterable[str], partitions: int | None = None) -> None:
     """Create the topics that do not exist yet and wait (up to 30 s) until their metadata is visible."""
     names = set(names)
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    try:
+    with closing(KafkaAdminClient(bootstrap_servers=bootstrap)) as admin:
         missing = names - set(admin.list_topics())
         if missing:
-            try:
+            with suppress(TopicAlreadyExistsError):  # another client created it meanwhile
                 admin.create_topics([NewTopic(n, partitions or topic_partitions(), 1) for n in sorted(missing)])
-            except TopicAlreadyExistsError:
-                pass
         deadline = time.monotonic() + 30
         while not names <= set(admin.list_topics()):
             if time.monotonic() > deadline:
                 raise TimeoutError(f"topics {sorted(names)} not visible after 30s")
             time.sleep(0.05)
-    finally:
-        admin.close()
 
 
 def partitions_of(consumer: KafkaConsumer, topics: Iterable[str]) -> list[TopicPartition]:
@@ -74,12 +69,9 @@ def end_offsets(consumer: KafkaConsumer, tps: list[TopicPartition]) -> dict[Topi
 
 def read_topics(bootstrap: str, topics: Iterable[str]) -> list[Record]:
     """Every record of `topics`, from the beginning to the true end at call time."""
-    consumer = plain_consumer(bootstrap)
-    try:
+    with closing(plain_consumer(bootstrap)) as consumer:
         tps = partitions_of(consumer, topics)
         return _read(consumer, consumer.beginning_offsets(tps), end_offsets(consumer, tps), timeout_s=120)
-    finally:
-        consumer.close()
 
 
 def _read(consumer: KafkaConsumer, starts: dict[TopicPartition, int], ends: dict[TopicPartition, int],
@@ -112,16 +104,13 @@ class TopicSize:
 
 def list_topics(bootstrap: str) -> list[TopicSize]:
     """Every topic but Kafka's internal ones (`__...`), by name, with its partitions and records."""
-    consumer = plain_consumer(bootstrap)
-    try:
+    with closing(plain_consumer(bootstrap)) as consumer:
         names = sorted(t for t in consumer.topics() if not t.startswith("__"))
         tps = partitions_of(consumer, names)
         beginnings = consumer.beginning_offsets(tps)
         ends = end_offsets(consumer, tps)
         return [TopicSize(name, sum(1 for tp in tps if tp.topic == name),
                           sum(ends[tp] - beginnings[tp] for tp in tps if tp.topic == name)) for name in names]
-    finally:
-        consumer.close()
 
 
 class NoSuchTopic(LookupError):
@@ -133,8 +122,7 @@ def tail(bootstrap: str, topic: str, n: int = 10, from_beginning: bool = False,
     """The last `n` records of `topic` (every record with `from_beginning`), oldest first by Kafka
     timestamp across partitions; with `follow`, then every new record as it arrives (until the
     caller stops iterating)."""
-    consumer = plain_consumer(bootstrap)
-    try:
+    with closing(plain_consumer(bootstrap)) as consumer:
         if topic not in consumer.topics():
             known = ", ".join(sorted(t for t in consumer.topics() if not t.startswith("__"))) or "none"
             raise NoSuchTopic(f"no topic {topic!r} at {bootstrap}; topics there: {known}")
@@ -152,8 +140,6 @@ def tail(bootstrap: str, topic: str, n: int = 10, from_beginning: bool = False,
         while True:
             for records in consumer.poll(timeout_ms=500).values():
                 yield from map(_record, records)
-    finally:
-        consumer.close()
 
 
 def _record(r) -> Record:

@@ -34,13 +34,13 @@ class Report:
     def mismatches(self) -> int:
         return len(self.missing) + len(self.extra) + len(self.stale) + len(self.mismatched)
 
-    def lines(self, examples: int = 3) -> list[str]:
+    def lines(self) -> list[str]:
         out = [f"{self.pattern}: {self.expected} expected, {self.actual} in output, "
                f"{self.mismatches} mismatches ({'OK' if self.ok else 'FAILED'})"]
         for label in ("missing", "extra", "stale", "mismatched"):
             keys = getattr(self, label)
             if keys:
-                out.append(f"  {label}: {len(keys)}, e.g. {sorted(keys)[:examples]}")
+                out.append(f"  {label}: {len(keys)}, e.g. {sorted(keys)[:3]}")
         return out + [f"  {note}" for note in self.notes]
 
 
