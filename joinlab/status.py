@@ -91,12 +91,6 @@ def _counts(counts: dict[str, int]) -> str:
     return ", ".join(f"{topic} {n}" for topic, n in counts.items()) if counts else "0"
 
 
-def executed(progress: dict) -> bool:
-    """Whether the progress is of a micro-batch that ran (with input, or a no-data batch that moves
-    the watermark); Spark also reports idle triggers, which ran nothing."""
-    return "addBatch" in (progress.get("durationMs") or {})
-
-
 def batch_status(progress: Any, input_topics: Iterable[str], output_topics: Iterable[str],
                  dead_letter_topic: str | None) -> BatchStatus:
     p = as_dict(progress)
@@ -127,7 +121,9 @@ class Watcher:
     def new(self, recent: Iterable[Any]) -> list[BatchStatus]:
         fresh = []
         for p in map(as_dict, recent):
-            if p.get("batchId", -1) > self.last_batch and executed(p):
+            # Only micro-batches that ran (with input, or a no-data batch that moves the watermark)
+            # have an addBatch phase; Spark also reports idle triggers, which ran nothing.
+            if p.get("batchId", -1) > self.last_batch and "addBatch" in (p.get("durationMs") or {}):
                 fresh.append(batch_status(p, *self.topics))
                 self.last_batch = p["batchId"]
         return fresh
@@ -138,11 +134,10 @@ NO_EXECUTOR_S = 5.0  # longer than a lost executor takes to be replaced on a liv
 
 class ExecutorWatch:
     """Says once when a job on a Spark cluster has lost its executors for NO_EXECUTOR_S, and once
-    when one is back. Why: when the Spark worker dies (killed, out of memory) the query neither
-    fails nor says anything after Spark's one "Lost executor" line; its batch waits until a worker
-    registers again, forever if none does. Before the first executor it stays quiet: Spark itself
-    warns then ("Initial job has not accepted any resources"). `count()` gives the executors now,
-    None where the driver runs the tasks itself (local mode)."""
+    when one is back. Why: when the Spark worker dies the query neither fails nor says anything
+    after Spark's one "Lost executor" line; its batch waits for a worker, forever if none comes.
+    Quiet before the first executor: Spark warns then itself. `count()` gives the executors now,
+    None in local mode (the driver runs the tasks)."""
 
     def __init__(self, count, label: str, out):
         self.count, self.label, self.out = count, label, out
