@@ -58,12 +58,13 @@ def http(url: str, token: str | None = None, timeout_s: float = 2.0) -> tuple[in
         return 0, b""
 
 
-def master_state(ui_url: str) -> dict | None:
+def master_state(ui_url: str) -> dict:
+    """The master's status (its web UI's /json/); {} when it does not answer."""
     status, body = http(f"{ui_url}/json/")
     try:
-        return json.loads(body) if status == 200 else None
+        return json.loads(body) if status == 200 else {}
     except ValueError:
-        return None
+        return {}
 
 
 def wait_healthy(service: Service, timeout_s: float) -> None:
@@ -104,10 +105,6 @@ def start_master() -> Service:
                        extra={"ui": f"http://{HOST}:{ui}"})
 
 
-def master_healthy(master: Service) -> bool:
-    return (master_state(master.extra["ui"]) or {}).get("status") == "ALIVE"
-
-
 def cores() -> int:
     return int(setting("SPARK_WORKER_CORES", str(os.cpu_count() or 2)))
 
@@ -127,7 +124,7 @@ def start_worker(master: Service) -> Service:
 
 def worker_registered(worker: Service) -> bool:
     """The master lists an ALIVE worker whose web UI is this worker's (old DEAD entries linger)."""
-    state = master_state(worker.extra["master_ui"]) or {}
+    state = master_state(worker.extra["master_ui"])
     ui_port = worker.url.rsplit(":", 1)[1]
     return any(w.get("state") == "ALIVE" and str(w.get("webuiaddress", "")).endswith(f":{ui_port}")
                for w in state.get("workers", []))
@@ -208,7 +205,7 @@ def start_lookup(bootstrap: str) -> Service:
 
 # What `make up` waits for and `make ps` calls healthy: each service's check, and what it checks.
 HEALTH = {
-    MASTER: (master_healthy, "answering"),
+    MASTER: (lambda master: master_state(master.extra["ui"]).get("status") == "ALIVE", "answering"),
     WORKER: (worker_registered, "registered with the master (ALIVE)"),
     JUPYTER: (jupyter_healthy, "answering /api/status with its token"),
     LOOKUP: (lambda lookup: health_problem(lookup.url, timeout_s=2.0) is None,
