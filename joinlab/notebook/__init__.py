@@ -10,9 +10,7 @@
     lab.verify()                        # the output topic against the batch reference
     lab.stop()
 
-Nothing here knows a pattern: everything comes from the pattern's job, generator and reference
-modules (joinlab.patterns). Sizes come from the environment so that `make test` can run the same
-notebook small and fast: LAB_NOTEBOOK_EVENTS, LAB_NOTEBOOK_RATE (see `setting`).
+Nothing here knows a pattern: it asks joinlab.patterns. Sizes come from the environment (`setting`).
 """
 from joinlab.notebook.env import connect, default_lab_home, setting
 

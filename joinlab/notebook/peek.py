@@ -57,4 +57,3 @@ def topic_ends(bootstrap: str, topics: Iterable[str]) -> dict[str, dict[str, int
     for tp, offset in ends.items():
         out.setdefault(tp.topic, {})[str(tp.partition)] = int(offset)
     return out
-

@@ -10,12 +10,11 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from joinlab.status import OBSERVED, BatchStatus, as_dict, offset_spans  # noqa: F401 (OBSERVED: notebooks)
+from joinlab.status import OBSERVED, BatchStatus, as_dict, offset_spans
 
 
 def batches(recent: list) -> pd.DataFrame:
-    """One row per micro-batch with input: records read, records written per output topic (the
-    job's `observe` metrics), duration, and the state operators' rows and memory."""
+    """`Lab.progress`: one row per micro-batch of `recent` that had input."""
     out = []
     for p in map(as_dict, recent):
         if not p.get("numInputRows"):
@@ -50,8 +49,7 @@ def status_table(statuses: list[BatchStatus]) -> pd.DataFrame:
 
 def timeline(records: pd.DataFrame, topics: list[str], freq: str = "1s",
              since: pd.Timestamp | None = None) -> pd.DataFrame:
-    """Cumulative records per topic over wall time (Kafka timestamps of `records`, a `frame`),
-    one row per `freq`; `since` leaves out older records."""
+    """`Lab.timeline` of `records`, a `frame`."""
     df = records
     if since is not None and not df.empty:
         df = df[df["time"] >= since - pd.Timedelta(freq)]
