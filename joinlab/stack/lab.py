@@ -57,7 +57,9 @@ def up(generators: bool = False, rate: float | None = None, duration: float | No
     _mark("native")
     started: list[Service] = []
     began = time.monotonic()
-    info = None
+    print(f"Starting the native lab stack (state and logs in {lab_home()}):")
+    info = existing_broker or broker.start_background(settings.port("broker"))
+    _report("broker", info.pid, bool(existing_broker))
 
     def ensure(name: str, start) -> Service:
         """The running service `name`, else the one `start()` starts."""
@@ -71,9 +73,6 @@ def up(generators: bool = False, rate: float | None = None, duration: float | No
         _report(service.name, service.pid, service.name in running)
 
     try:
-        print(f"Starting the native lab stack (state and logs in {lab_home()}):")
-        info = existing_broker or broker.start_background(settings.port("broker"))
-        _report("broker", info.pid, bool(existing_broker))
         for pattern in patterns.PATTERNS:
             create_topics(info.bootstrap_servers, patterns.all_topics(pattern))
         print(f"  {'topics':<19}ready for {', '.join(patterns.PATTERNS)}")
@@ -93,7 +92,7 @@ def up(generators: bool = False, rate: float | None = None, duration: float | No
                     started.append(generate(pattern, rate, duration=duration))
     except BaseException:
         procs.stop(started)
-        if info and not existing_broker:  # the broker this call started
+        if not existing_broker:  # the broker this call started
             broker.stop_background()
         raise
     print(f"Healthy after {time.monotonic() - began:.1f} s.\n")
