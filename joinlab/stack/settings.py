@@ -2,7 +2,6 @@
 
 Why one table of ports: when a port is taken `make up` must say which one and which variable moves
 it, and the defaults are the ones docker-compose.yml publishes, so the README can say one thing.
-Settings come from the environment first, then `.env`, then the defaults.
 """
 from __future__ import annotations
 
@@ -88,24 +87,17 @@ def check_free(keys: list[str]) -> None:
 
 
 def _suggest(number: int) -> int:
-    for candidate in range(number + 100, min(number + 200, 65535)):
-        if bindable(candidate):
-            return candidate
-    return 0
+    return next((n for n in range(number + 100, min(number + 200, 65535)) if bindable(n)), 0)
 
 
 def jupyter_token() -> str:
     """$JUPYTER_TOKEN, else .env's; else a new one, written to .env (created from .env.example, 0600)."""
-    token = setting("JUPYTER_TOKEN", "")
-    if token:
+    if token := setting("JUPYTER_TOKEN", ""):
         return token
     token = secrets.token_hex(16)
     path = env_file()
-    if path.exists():
-        text = path.read_text()
-    else:
-        example = project_dir() / ".env.example"
-        text = example.read_text() if example.exists() else ""
+    source = path if path.exists() else project_dir() / ".env.example"
+    text = source.read_text() if source.exists() else ""
     text, replaced = re.subn(r"^JUPYTER_TOKEN=.*$", f"JUPYTER_TOKEN={token}", text, count=1, flags=re.M)
     if not replaced:
         text += ("" if text.endswith("\n") or not text else "\n") + f"JUPYTER_TOKEN={token}\n"
