@@ -1,8 +1,5 @@
-"""What the job has done, as tables: records per topic over time, and one row per micro-batch.
-
-The per-batch numbers are those of `joinlab run`'s status line (joinlab.status says where each
-comes from and why).
-"""
+"""What the job has done, as tables: records per topic over time, and one row per micro-batch
+(the numbers of `joinlab run`'s status line: joinlab.status says where each comes from and why)."""
 from __future__ import annotations
 
 import time
