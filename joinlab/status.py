@@ -1,14 +1,11 @@
 """One micro-batch at a glance: what `joinlab run` prints per batch and what the notebooks tabulate.
 
-Every number comes from the batch's StreamingQueryProgress, so watching costs the job nothing:
-- records in per topic: the source's end minus start offsets. Not numInputRows: that counts a
-  source once per scan, and a job that reads its input in two branches (events and dead letters)
-  scans it twice; it is also one number for all the topics of the source.
-- records out per topic (dead letters among them): the job's output counted by Spark's `observe`
-  (`observed(job)`), which sums as the rows pass on to the sink, in the same scan. The sink's own
-  `numOutputRows` is one number for all topics, and -1 for the Python sink.
-- state rows per stateful stage: `stateOperators[].numRowsTotal`, in the order Spark lists them.
-- watermark: `eventTime.watermark`, for the patterns that declare one.
+Every number comes from the batch's StreamingQueryProgress, so watching costs the job nothing.
+Records in per topic are the source's end minus start offsets, not numInputRows: that counts a
+source once per scan (a job reading its input as events and as dead letters scans it twice) and
+sums its topics. Records out per topic, dead letters among them, are counted by Spark's `observe`
+(`observed(job)`) as the rows pass on to the sink, in the same scan: the sink's own
+`numOutputRows` sums all topics, and is -1 for the Python sink.
 """
 from __future__ import annotations
 

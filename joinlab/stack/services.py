@@ -94,8 +94,7 @@ def start_master() -> Service:
     rpc, ui = port("master"), port("master-ui")
     env = base_env()
     # No REST submission server (an extra port nobody uses here); a taken port fails instead of
-    # silently moving; apps without spark.cores.max take half the worker, so a notebook and a job
-    # can run side by side.
+    # silently moving; apps without spark.cores.max get half the worker (docs/operations.md says why).
     env["SPARK_MASTER_OPTS"] = " ".join([
         env.get("SPARK_MASTER_OPTS", ""), "-Dspark.master.rest.enabled=false", "-Dspark.port.maxRetries=0",
         f"-Dspark.deploy.defaultCores={setting('LAB_SPARK_APP_CORES', str(max(1, cores() // 2)))}"]).strip()
@@ -136,8 +135,7 @@ def worker_registered(worker: Service) -> bool:
 # pop-up asking about Jupyter news and no update check, each a request to the internet.
 JUPYTER_DEFAULTS = {"@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": False}}
 # The first page: the notebooks' README, rendered, beside the file browser. A workspace, not a
-# /lab/tree/README.md link: that opens Markdown as source. Written only when there is none yet, so
-# a participant's own layout is kept across `make up`.
+# /lab/tree/README.md link (that opens Markdown as source); seeded once, so a participant's layout stays.
 START_README = "README.md"  # in the root folder, notebooks/
 START_WORKSPACE = {
     "data": {"layout-restorer:data": {
