@@ -91,11 +91,8 @@ def _counts(counts: dict[str, int]) -> str:
 def batch_status(progress: Any, input_topics: Iterable[str], output_topics: Iterable[str],
                  dead_letter_topic: str | None) -> BatchStatus:
     p = as_dict(progress)
-    read = Counter()
-    for source in p.get("sources") or []:
-        read.update(offset_spans(source))
+    read = sum((Counter(offset_spans(source)) for source in p.get("sources") or []), Counter())
     written = (p.get("observedMetrics") or {}).get(OBSERVED) or {}
-    event_time = p.get("eventTime") or {}
     duration_ms = p.get("batchDuration") or (p.get("durationMs") or {}).get("triggerExecution", 0)
     return BatchStatus(
         batch=p["batchId"],
@@ -103,7 +100,7 @@ def batch_status(progress: Any, input_topics: Iterable[str], output_topics: Iter
         records_out={t: int(written.get(t, 0)) for t in output_topics if t != dead_letter_topic},
         dead_letters=int(written.get(dead_letter_topic, 0)) if dead_letter_topic else 0,
         duration_s=duration_ms / 1000,
-        watermark=event_time.get("watermark"),
+        watermark=(p.get("eventTime") or {}).get("watermark"),
         state_rows=[op["numRowsTotal"] for op in p.get("stateOperators") or []],
         timestamp=p.get("timestamp", ""))
 
