@@ -19,8 +19,7 @@ default_lab_home()  # before anything reads LAB_HOME
 from joinlab.notebook.feed import Feed  # noqa: E402
 from joinlab.notebook.lab import DEFAULT_DISORDER, Lab  # noqa: E402
 from joinlab.notebook.peek import frame, rows  # noqa: E402
-from joinlab.notebook.plots import plot_progress, plot_timeline  # noqa: E402
-from joinlab.notebook.progress import wait_until  # noqa: E402
+from joinlab.notebook.progress import plot_progress, plot_timeline, wait_until  # noqa: E402
 
 __all__ = ["DEFAULT_DISORDER", "Feed", "Lab", "connect", "frame", "plot_progress", "plot_timeline", "rows", "setting",
            "wait_until"]

@@ -1,5 +1,6 @@
 """What the job has done, as tables: records per topic over time, and one row per micro-batch
-(the numbers of `joinlab run`'s status line: joinlab.status says where each comes from and why)."""
+(the numbers of `joinlab run`'s status line: joinlab.status says where each comes from and why);
+and the two plots of them every pattern notebook shows."""
 from __future__ import annotations
 
 import time
@@ -75,3 +76,37 @@ def wait_until(condition: Callable[[], Any], timeout_s: float, what: str, interv
         if time.monotonic() > deadline:
             raise TimeoutError(f"timed out after {timeout_s:.0f}s waiting for {what}")
         time.sleep(interval_s)
+
+
+def plot_timeline(timeline: pd.DataFrame, title: str = "records per topic over time") -> None:
+    """Cumulative records per topic against wall time."""
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(9, 3.5))
+    for topic in timeline.columns:
+        ax.plot(timeline.index, timeline[topic], label=topic, drawstyle="steps-post")
+    ax.set(xlabel="seconds since the first record", ylabel="records (cumulative)", title=title)
+    ax.legend(loc="best")
+    fig.tight_layout()
+
+
+def plot_progress(progress: pd.DataFrame) -> None:
+    """Per micro-batch: records in vs out per output topic; state rows and memory."""
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+    if progress.empty:
+        print("no micro-batch with input yet")
+        return
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.5))
+    outs = [c for c in progress.columns if c.startswith("out ")]
+    progress[["records in", *outs]].plot.bar(ax=left, width=0.8)
+    left.set(xlabel="micro-batch", ylabel="records", title="records in vs out, per micro-batch")
+    if "state rows" in progress:
+        progress["state rows"].plot(ax=right, marker="o", label="state rows")
+        right.set(xlabel="micro-batch", ylabel="rows", title="state size")
+        right.xaxis.set_major_locator(MaxNLocator(integer=True))
+        memory = right.twinx()
+        progress["state memory KiB"].plot(ax=memory, marker="x", color="tab:red", label="memory KiB")
+        memory.set_ylabel("memory KiB")
+        right.legend(loc="upper left")
+        memory.legend(loc="lower right")
+    fig.tight_layout()
