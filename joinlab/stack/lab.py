@@ -30,14 +30,6 @@ def marker() -> str:
     return path.read_text().strip() if path.exists() else ""
 
 
-def _mark(kind: str | None) -> None:
-    path = lab_home() / "stack"
-    if kind:
-        path.write_text(kind + "\n")
-    else:
-        path.unlink(missing_ok=True)
-
-
 def _report(name: str, pid: int, was_running: bool) -> None:
     print(f"  {name:<19}{'already running' if was_running else 'started'} (pid {pid})")
 
@@ -54,7 +46,7 @@ def up(generators: bool = False, rate: float | None = None, duration: float | No
                         + [key for name in CORE if name not in running for key in LISTENS_ON[name]])
     token = current[JUPYTER].extra["token"] if JUPYTER in running else settings.jupyter_token()
     notebooks = settings.notebook_dir()
-    _mark("native")
+    (lab_home() / "stack").write_text("native\n")
     started: list[Service] = []
     began = time.monotonic()
     print(f"Starting the native lab stack (state and logs in {lab_home()}):")
@@ -159,7 +151,7 @@ def down(names: list[str] | None = None, volumes: bool = False) -> int:
         if info:
             stopped.append(f"broker (pid {info.pid})")
         if not names and status == 0:
-            _mark(None)
+            (lab_home() / "stack").unlink(missing_ok=True)
     print(f"stopped {', '.join(stopped)} in {time.monotonic() - began:.1f} s" if stopped
           else "no native lab service was running")
     return status
