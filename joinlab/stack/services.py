@@ -110,13 +110,12 @@ def cores() -> int:
 
 def start_worker(master: Service) -> Service:
     ui = port("worker-ui")
-    memory = setting("SPARK_WORKER_MEMORY", "2g")
     work = lab_home() / "spark-work"
     work.mkdir(exist_ok=True)
     env = base_env()
     env["SPARK_WORKER_OPTS"] = (env.get("SPARK_WORKER_OPTS", "") + " -Dspark.port.maxRetries=0").strip()
     cmd = [f"{spark_home()}/bin/spark-class", WORKER_CLASS, master.url, "--host", HOST, "--webui-port", str(ui),
-           "--cores", str(cores()), "--memory", memory, "--work-dir", str(work)]
+           "--cores", str(cores()), "--memory", setting("SPARK_WORKER_MEMORY", "2g"), "--work-dir", str(work)]
     return procs.spawn(WORKER, cmd, WORKER_CLASS, env, url=f"http://{HOST}:{ui}",
                        extra={"master_ui": master.extra["ui"], "work_dir": str(work)})
 
@@ -161,9 +160,7 @@ def jupyter_folders() -> tuple[Path, Path]:
 
 def start_jupyter(token: str, notebooks: Path) -> Service:
     number = port("jupyter")
-    env = base_env()
-    env.update(lookup_env())
-    env["JUPYTER_TOKEN"] = token  # from the environment, so it is not in `ps` output for all to read
+    env = {**base_env(), **lookup_env(), "JUPYTER_TOKEN": token}  # by environment: `ps` shows args to all
     env.pop("JUPYTER_TOKEN_FILE", None)
     settings_dir, workspaces = jupyter_folders()
     cmd = [sys.executable, "-m", "jupyterlab", "--ip", HOST, "--port", str(number), "--no-browser",
@@ -194,8 +191,7 @@ def lookup_env() -> dict[str, str]:
 
 
 def start_lookup(bootstrap: str) -> Service:
-    env = base_env()
-    env.update(lookup_env())  # LAB_LOOKUP_TOKEN from .env too: environment only, never in `ps` output
+    env = {**base_env(), **lookup_env()}  # LAB_LOOKUP_TOKEN, .env's too: never in `ps` output
     cmd = [sys.executable, "-m", "joinlab.lookup", "--bootstrap", bootstrap, "--port", str(port("lookup"))]
     where = "$LAB_LOOKUP_TOKEN" if env.get("LAB_LOOKUP_TOKEN") else str(token_file(env))
     return procs.spawn(LOOKUP, cmd, "joinlab.lookup", env, url=env["MONEY_LOOKUP_URL"], extra={"token_from": where})
