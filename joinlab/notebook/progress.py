@@ -70,8 +70,7 @@ def wait_until(condition: Callable[[], Any], timeout_s: float, what: str, interv
     while True:
         if check:
             check()
-        value = condition()
-        if value:
+        if value := condition():
             return value
         if time.monotonic() > deadline:
             raise TimeoutError(f"timed out after {timeout_s:.0f}s waiting for {what}")
