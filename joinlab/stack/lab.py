@@ -45,7 +45,6 @@ def up(generators: bool = False, rate: float | None = None, duration: float | No
     settings.check_free(([] if existing_broker else ["broker"])
                         + [key for name in CORE if name not in running for key in LISTENS_ON[name]])
     token = current[JUPYTER].extra["token"] if JUPYTER in running else settings.jupyter_token()
-    notebooks = settings.notebook_dir()
     (lab_home() / "stack").write_text("native\n")
     started: list[Service] = []
     began = time.monotonic()
@@ -70,7 +69,7 @@ def up(generators: bool = False, rate: float | None = None, duration: float | No
         print(f"  {'topics':<19}ready for {', '.join(patterns.PATTERNS)}")
         lookup = ensure(LOOKUP, lambda: services.start_lookup(info.bootstrap_servers))
         master = ensure(MASTER, services.start_master)
-        jupyter = ensure(JUPYTER, lambda: services.start_jupyter(token, notebooks))
+        jupyter = ensure(JUPYTER, lambda: services.start_jupyter(token, settings.notebook_dir()))
         wait_healthy(master)
         worker = ensure(WORKER, lambda: services.start_worker(master))
         for service in (worker, jupyter, lookup):
@@ -196,10 +195,8 @@ def logs(service: str | None = None, lines: int = 50, follow: bool = True) -> in
     if marker() == "compose":
         return _compose(["logs", "--tail", str(lines), *(["-f"] if follow else []),
                          *([service] if service else [])])
-    files = {p.stem: p for p in sorted(procs.logs_dir().glob("*.log"))}
     broker_log = lab_home() / "broker.log"  # the background broker's (joinlab.broker.start_background)
-    if broker_log.exists():
-        files = {"broker": broker_log, **files}
+    files = {p.stem: p for p in [broker_log, *sorted(procs.logs_dir().glob("*.log"))] if p.exists()}
     if service and service not in files:
         raise StackError(f"no log for {service!r}; logs exist for: {', '.join(files) or 'nothing yet'}")
     chosen = [files[service]] if service else list(files.values())
