@@ -50,12 +50,9 @@ def dotenv() -> dict[str, str]:
         text = env_file().read_text()
     except OSError:
         return {}
-    values = {}
-    for line in text.splitlines():
-        match = re.match(r"\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*)$", line)
-        if match:
-            values[match.group(1)] = match.group(2).strip().strip("\"'")
-    return values
+    assignment = re.compile(r"\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*)$")
+    matches = (assignment.match(line) for line in text.splitlines())
+    return {m.group(1): m.group(2).strip().strip("\"'") for m in matches if m}
 
 
 def setting(name: str, default: str) -> str:
