@@ -88,8 +88,6 @@ def tail(path: str, lines: int, indent: str = "  ") -> str:
     return "\n".join(indent + line for line in text[-lines:])
 
 
-# --- Spark standalone --------------------------------------------------------------------------
-
 def start_master() -> Service:
     rpc, ui = port("master"), port("master-ui")
     env = base_env()
@@ -127,8 +125,6 @@ def worker_registered(worker: Service) -> bool:
     return any(w.get("state") == "ALIVE" and str(w.get("webuiaddress", "")).endswith(f":{ui_port}")
                for w in state.get("workers", []))
 
-
-# --- JupyterLab ---------------------------------------------------------------------------------
 
 # JupyterLab for a room of participants. Defaults (a participant's own settings still win): no
 # pop-up asking about Jupyter news and no update check, each a request to the internet.
@@ -181,8 +177,6 @@ def jupyter_healthy(jupyter: Service) -> bool:
     return True
 
 
-# --- The session lookup service (money-enrichment) ---------------------------------------------
-
 def lookup_env() -> dict[str, str]:
     """What a client of the lookup service needs (JupyterLab gets it): its URL, and its token when
     one is configured (else clients read the token file the service writes)."""
@@ -206,8 +200,6 @@ HEALTH = {
              "answering /health, and 401 to a session request without its token"),
 }
 
-
-# --- Generators ---------------------------------------------------------------------------------
 
 def gen_name(pattern: str) -> str:
     return f"gen-{pattern}"
