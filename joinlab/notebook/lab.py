@@ -208,10 +208,8 @@ class Lab:
         def read() -> pd.DataFrame:
             op = operator_id if operator_id is not None else self.operator_of(var) if var else 0
             return state_source.read(self.spark, self.checkpoint, var, op)
-        what = f"state variable {var!r}" if var else f"the state of operator {operator_id or 0}"
-        if var and operator_id is not None:
-            what += f" of operator {operator_id}"
-        return self._read_state(what, read)
+        where = "" if var and operator_id is None else f" of operator {operator_id or 0}"
+        return self._read_state((f"state variable {var!r}" if var else "the state") + where, read)
 
     def operator_of(self, var: str) -> int:
         """The id of the stateful operator that declares state variable `var` (from the
