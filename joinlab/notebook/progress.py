@@ -48,9 +48,7 @@ def status_table(statuses: list[BatchStatus]) -> pd.DataFrame:
 def timeline(records: pd.DataFrame, topics: list[str], freq: str = "1s",
              since: pd.Timestamp | None = None) -> pd.DataFrame:
     """`Lab.timeline` of `records`, a `frame`."""
-    df = records
-    if since is not None and not df.empty:
-        df = df[df["time"] >= since - pd.Timedelta(freq)]
+    df = records if since is None or records.empty else records[records["time"] >= since - pd.Timedelta(freq)]
     if df.empty:
         return pd.DataFrame(columns=topics)
     step = pd.Timedelta(freq).total_seconds()
