@@ -15,7 +15,6 @@ import sys
 import threading
 import time
 import types
-from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable
 
@@ -91,12 +90,12 @@ def _counts(counts: dict[str, int]) -> str:
 def batch_status(progress: Any, input_topics: Iterable[str], output_topics: Iterable[str],
                  dead_letter_topic: str | None) -> BatchStatus:
     p = as_dict(progress)
-    read = sum((Counter(offset_spans(source)) for source in p.get("sources") or []), Counter())
+    spans = [offset_spans(source) for source in p.get("sources") or []]
     written = (p.get("observedMetrics") or {}).get(OBSERVED) or {}
     duration_ms = p.get("batchDuration") or (p.get("durationMs") or {}).get("triggerExecution", 0)
     return BatchStatus(
         batch=p["batchId"],
-        records_in={t: read[t] for t in input_topics},
+        records_in={t: sum(span.get(t, 0) for span in spans) for t in input_topics},
         records_out={t: int(written.get(t, 0)) for t in output_topics if t != dead_letter_topic},
         dead_letters=int(written.get(dead_letter_topic, 0)) if dead_letter_topic else 0,
         duration_s=duration_ms / 1000,
