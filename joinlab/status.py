@@ -1,14 +1,11 @@
 """One micro-batch at a glance: what `joinlab run` prints per batch and what the notebooks tabulate.
 
-Every number comes from the batch's StreamingQueryProgress, so watching costs the job nothing:
-- records in per topic: the source's end minus start offsets. Not numInputRows: that counts a
-  source once per scan, and a job that reads its input in two branches (events and dead letters)
-  scans it twice; it is also one number for all the topics of the source.
-- records out per topic (dead letters among them): the job's output counted by Spark's `observe`
-  (`observed(job)`), which sums as the rows pass on to the sink, in the same scan. The sink's own
-  `numOutputRows` is one number for all topics, and -1 for the Python sink.
-- state rows per stateful stage: `stateOperators[].numRowsTotal`, in the order Spark lists them.
-- watermark: `eventTime.watermark`, for the patterns that declare one.
+Every number comes from the batch's StreamingQueryProgress, so watching costs the job nothing.
+Records in per topic are the source's end minus start offsets, not numInputRows: that counts a
+source once per scan (a job reading its input as events and as dead letters scans it twice) and
+sums its topics. Records out per topic, dead letters among them, are counted by Spark's `observe`
+(`observed(job)`) as the rows pass on to the sink, in the same scan: the sink's own
+`numOutputRows` sums all topics, and is -1 for the Python sink.
 """
 from __future__ import annotations
 
@@ -18,7 +15,6 @@ import sys
 import threading
 import time
 import types
-from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable
 
@@ -91,28 +87,19 @@ def _counts(counts: dict[str, int]) -> str:
     return ", ".join(f"{topic} {n}" for topic, n in counts.items()) if counts else "0"
 
 
-def executed(progress: dict) -> bool:
-    """Whether the progress is of a micro-batch that ran (with input, or a no-data batch that moves
-    the watermark); Spark also reports idle triggers, which ran nothing."""
-    return "addBatch" in (progress.get("durationMs") or {})
-
-
 def batch_status(progress: Any, input_topics: Iterable[str], output_topics: Iterable[str],
                  dead_letter_topic: str | None) -> BatchStatus:
     p = as_dict(progress)
-    read = Counter()
-    for source in p.get("sources") or []:
-        read.update(offset_spans(source))
+    spans = [offset_spans(source) for source in p.get("sources") or []]
     written = (p.get("observedMetrics") or {}).get(OBSERVED) or {}
-    event_time = p.get("eventTime") or {}
     duration_ms = p.get("batchDuration") or (p.get("durationMs") or {}).get("triggerExecution", 0)
     return BatchStatus(
         batch=p["batchId"],
-        records_in={t: read[t] for t in input_topics},
+        records_in={t: sum(span.get(t, 0) for span in spans) for t in input_topics},
         records_out={t: int(written.get(t, 0)) for t in output_topics if t != dead_letter_topic},
         dead_letters=int(written.get(dead_letter_topic, 0)) if dead_letter_topic else 0,
         duration_s=duration_ms / 1000,
-        watermark=event_time.get("watermark"),
+        watermark=(p.get("eventTime") or {}).get("watermark"),
         state_rows=[op["numRowsTotal"] for op in p.get("stateOperators") or []],
         timestamp=p.get("timestamp", ""))
 
@@ -127,7 +114,9 @@ class Watcher:
     def new(self, recent: Iterable[Any]) -> list[BatchStatus]:
         fresh = []
         for p in map(as_dict, recent):
-            if p.get("batchId", -1) > self.last_batch and executed(p):
+            # Only micro-batches that ran (with input, or a no-data batch that moves the watermark)
+            # have an addBatch phase; Spark also reports idle triggers, which ran nothing.
+            if p.get("batchId", -1) > self.last_batch and "addBatch" in (p.get("durationMs") or {}):
                 fresh.append(batch_status(p, *self.topics))
                 self.last_batch = p["batchId"]
         return fresh
@@ -138,11 +127,10 @@ NO_EXECUTOR_S = 5.0  # longer than a lost executor takes to be replaced on a liv
 
 class ExecutorWatch:
     """Says once when a job on a Spark cluster has lost its executors for NO_EXECUTOR_S, and once
-    when one is back. Why: when the Spark worker dies (killed, out of memory) the query neither
-    fails nor says anything after Spark's one "Lost executor" line; its batch waits until a worker
-    registers again, forever if none does. Before the first executor it stays quiet: Spark itself
-    warns then ("Initial job has not accepted any resources"). `count()` gives the executors now,
-    None where the driver runs the tasks itself (local mode)."""
+    when one is back. Why: when the Spark worker dies the query neither fails nor says anything
+    after Spark's one "Lost executor" line; its batch waits for a worker, forever if none comes.
+    Quiet before the first executor: Spark warns then itself. `count()` gives the executors now,
+    None in local mode (the driver runs the tasks)."""
 
     def __init__(self, count, label: str, out):
         self.count, self.label, self.out = count, label, out

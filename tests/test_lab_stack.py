@@ -164,7 +164,7 @@ def stack_pids(home: Path) -> set[int]:
 
 def master_json(stack) -> dict:
     from joinlab.stack.services import master_state
-    return master_state(stack.master_ui) or {}
+    return master_state(stack.master_ui)
 
 
 @pytest.mark.spark

@@ -10,9 +10,7 @@
     lab.verify()                        # the output topic against the batch reference
     lab.stop()
 
-Nothing here knows a pattern: everything comes from the pattern's job, generator and reference
-modules (joinlab.patterns). Sizes come from the environment so that `make test` can run the same
-notebook small and fast: LAB_NOTEBOOK_EVENTS, LAB_NOTEBOOK_RATE (see `setting`).
+Nothing here knows a pattern: it asks joinlab.patterns. Sizes come from the environment (`setting`).
 """
 from joinlab.notebook.env import connect, default_lab_home, setting
 
@@ -21,8 +19,7 @@ default_lab_home()  # before anything reads LAB_HOME
 from joinlab.notebook.feed import Feed  # noqa: E402
 from joinlab.notebook.lab import DEFAULT_DISORDER, Lab  # noqa: E402
 from joinlab.notebook.peek import frame, rows  # noqa: E402
-from joinlab.notebook.plots import plot_progress, plot_timeline  # noqa: E402
-from joinlab.notebook.progress import wait_until  # noqa: E402
+from joinlab.notebook.progress import plot_progress, plot_timeline, wait_until  # noqa: E402
 
 __all__ = ["DEFAULT_DISORDER", "Feed", "Lab", "connect", "frame", "plot_progress", "plot_timeline", "rows", "setting",
            "wait_until"]

@@ -1,11 +1,6 @@
-"""`Lab(pattern)`: one pattern's topics, generator, job, state and reference, for a notebook.
-
-Why one object: it keeps every cell to a line or two. It knows a pattern only through
-joinlab.patterns (the pattern's job, generator and reference modules).
-"""
+"""`Lab(pattern)`: one object per pattern, so that every notebook cell is a line or two."""
 from __future__ import annotations
 
-import inspect
 import json
 import os
 import shutil
@@ -107,17 +102,14 @@ class Lab:
         return query_progress.timeline(self.read(), self.topics, freq, since)
 
     # --- the generator
-    def start_generator(self, count: int, rate: float | None, seed: int = 7,
-                        disorder: Disorder = DEFAULT_DISORDER, **options) -> Feed:
-        """The pattern's generator (`generate(seed, count, ...)`) sent at `rate` records/s in the
-        background. `rate` also sets the event-time clock when the generator takes one."""
+    def start_generator(self, count: int, rate: float | None, seed: int = 7, **options) -> Feed:
+        """The pattern's generator (`generate(seed, count, disorder=DEFAULT_DISORDER, **options)`)
+        sent at `rate` records/s in the background. `rate` also sets the generator's event-time clock."""
         if self.feed and not self.feed.done:
             print(f"a generator is already running: {self.feed!r}")
             return self.feed
-        accepted = inspect.signature(self.generator.generate).parameters
-        if "disorder" in accepted:
-            options.setdefault("disorder", disorder)
-        if rate and "rate" in accepted:
+        options.setdefault("disorder", DEFAULT_DISORDER)
+        if rate:
             options.setdefault("rate", rate)
         records = self.generator.generate(seed, count, **options)
         self.feed = Feed(self.bootstrap, records, rate)
@@ -185,8 +177,7 @@ class Lab:
 
     def watch(self, until: Callable[[], Any] | None = None, timeout_s: float = 30, rows: int = 8,
               every_s: float = 1.0) -> None:
-        """A live table of the last `rows` micro-batches, the numbers `joinlab run` prints per batch
-        (records in and out per topic, dead letters, seconds, watermark, state rows per stage),
+        """A live table of the last `rows` micro-batches (the numbers of `joinlab run`'s status line),
         updated in place every `every_s` until `until()` is true or `timeout_s` has passed (no
         error then: it is something to look at)."""
         from IPython.display import display
@@ -217,10 +208,8 @@ class Lab:
         def read() -> pd.DataFrame:
             op = operator_id if operator_id is not None else self.operator_of(var) if var else 0
             return state_source.read(self.spark, self.checkpoint, var, op)
-        what = f"state variable {var!r}" if var else f"the state of operator {operator_id or 0}"
-        if var and operator_id is not None:
-            what += f" of operator {operator_id}"
-        return self._read_state(what, read)
+        where = "" if var and operator_id is None else f" of operator {operator_id or 0}"
+        return self._read_state((f"state variable {var!r}" if var else "the state") + where, read)
 
     def operator_of(self, var: str) -> int:
         """The id of the stateful operator that declares state variable `var` (from the

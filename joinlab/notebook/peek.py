@@ -1,8 +1,5 @@
-"""Topic records as pandas tables, so a cell can show what a topic holds right now.
-
-Values are JSON objects flattened into columns; anything else stays visible in `raw` rather than
-disappearing, because the malformed records are part of what the notebooks show.
-"""
+"""Topic records as pandas tables, so a cell can show what a topic holds right now. A value that is
+not a JSON object stays visible (`raw`): the malformed records are part of what the notebooks show."""
 from __future__ import annotations
 
 import json
@@ -57,4 +54,3 @@ def topic_ends(bootstrap: str, topics: Iterable[str]) -> dict[str, dict[str, int
     for tp, offset in ends.items():
         out.setdefault(tp.topic, {})[str(tp.partition)] = int(offset)
     return out
-

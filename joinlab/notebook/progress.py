@@ -1,8 +1,6 @@
-"""What the job has done, as tables: records per topic over time, and one row per micro-batch.
-
-The per-batch numbers are those of `joinlab run`'s status line (joinlab.status says where each
-comes from and why).
-"""
+"""What the job has done, as tables: records per topic over time, and one row per micro-batch
+(the numbers of `joinlab run`'s status line: joinlab.status says where each comes from and why);
+and the two plots of them every pattern notebook shows."""
 from __future__ import annotations
 
 import time
@@ -10,12 +8,11 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from joinlab.status import OBSERVED, BatchStatus, as_dict, offset_spans  # noqa: F401 (OBSERVED: notebooks)
+from joinlab.status import OBSERVED, BatchStatus, as_dict, offset_spans
 
 
 def batches(recent: list) -> pd.DataFrame:
-    """One row per micro-batch with input: records read, records written per output topic (the
-    job's `observe` metrics), duration, and the state operators' rows and memory."""
+    """`Lab.progress`: one row per micro-batch of `recent` that had input."""
     out = []
     for p in map(as_dict, recent):
         if not p.get("numInputRows"):
@@ -50,11 +47,8 @@ def status_table(statuses: list[BatchStatus]) -> pd.DataFrame:
 
 def timeline(records: pd.DataFrame, topics: list[str], freq: str = "1s",
              since: pd.Timestamp | None = None) -> pd.DataFrame:
-    """Cumulative records per topic over wall time (Kafka timestamps of `records`, a `frame`),
-    one row per `freq`; `since` leaves out older records."""
-    df = records
-    if since is not None and not df.empty:
-        df = df[df["time"] >= since - pd.Timedelta(freq)]
+    """`Lab.timeline` of `records`, a `frame`."""
+    df = records if since is None or records.empty else records[records["time"] >= since - pd.Timedelta(freq)]
     if df.empty:
         return pd.DataFrame(columns=topics)
     step = pd.Timedelta(freq).total_seconds()
@@ -74,9 +68,42 @@ def wait_until(condition: Callable[[], Any], timeout_s: float, what: str, interv
     while True:
         if check:
             check()
-        value = condition()
-        if value:
+        if value := condition():
             return value
         if time.monotonic() > deadline:
             raise TimeoutError(f"timed out after {timeout_s:.0f}s waiting for {what}")
         time.sleep(interval_s)
+
+
+def plot_timeline(timeline: pd.DataFrame, title: str = "records per topic over time") -> None:
+    """Cumulative records per topic against wall time."""
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(9, 3.5))
+    for topic in timeline.columns:
+        ax.plot(timeline.index, timeline[topic], label=topic, drawstyle="steps-post")
+    ax.set(xlabel="seconds since the first record", ylabel="records (cumulative)", title=title)
+    ax.legend(loc="best")
+    fig.tight_layout()
+
+
+def plot_progress(progress: pd.DataFrame) -> None:
+    """Per micro-batch: records in vs out per output topic; state rows and memory."""
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+    if progress.empty:
+        print("no micro-batch with input yet")
+        return
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.5))
+    outs = [c for c in progress.columns if c.startswith("out ")]
+    progress[["records in", *outs]].plot.bar(ax=left, width=0.8)
+    left.set(xlabel="micro-batch", ylabel="records", title="records in vs out, per micro-batch")
+    if "state rows" in progress:
+        progress["state rows"].plot(ax=right, marker="o", label="state rows")
+        right.set(xlabel="micro-batch", ylabel="rows", title="state size")
+        right.xaxis.set_major_locator(MaxNLocator(integer=True))
+        memory = right.twinx()
+        progress["state memory KiB"].plot(ax=memory, marker="x", color="tab:red", label="memory KiB")
+        memory.set_ylabel("memory KiB")
+        right.legend(loc="upper left")
+        memory.legend(loc="lower right")
+    fig.tight_layout()

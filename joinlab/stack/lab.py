@@ -30,27 +30,11 @@ def marker() -> str:
     return path.read_text().strip() if path.exists() else ""
 
 
-def _mark(kind: str | None) -> None:
-    path = lab_home() / "stack"
-    if kind:
-        path.write_text(kind + "\n")
-    else:
-        path.unlink(missing_ok=True)
+def _report(name: str, pid: int, was_running: bool) -> None:
+    print(f"  {name:<19}{'already running' if was_running else 'started'} (pid {pid})")
 
 
-def _joinlab() -> str:
-    exe = Path(sys.executable).parent / "joinlab"
-    try:
-        return str(exe.relative_to(Path.cwd()))
-    except ValueError:
-        return str(exe)
-
-
-def _report(out, name: str, pid: int, was_running: bool) -> None:
-    out(f"  {name:<19}{'already running' if was_running else 'started'} (pid {pid})")
-
-
-def up(generators: bool = False, rate: float | None = None, duration: float | None = None, out=print) -> int:
+def up(generators: bool = False, rate: float | None = None, duration: float | None = None) -> int:
     timeout_s = float(settings.setting("LAB_UP_TIMEOUT", "180"))
     current = {name: procs.load(name) for name in CORE}
     running = {name for name, service in current.items() if procs.is_running(service)}
@@ -61,11 +45,12 @@ def up(generators: bool = False, rate: float | None = None, duration: float | No
     settings.check_free(([] if existing_broker else ["broker"])
                         + [key for name in CORE if name not in running for key in LISTENS_ON[name]])
     token = current[JUPYTER].extra["token"] if JUPYTER in running else settings.jupyter_token()
-    notebooks = settings.notebook_dir()
-    _mark("native")
+    (lab_home() / "stack").write_text("native\n")
     started: list[Service] = []
     began = time.monotonic()
-    info = None
+    print(f"Starting the native lab stack (state and logs in {lab_home()}):")
+    info = existing_broker or broker.start_background(settings.port("broker"))
+    _report("broker", info.pid, bool(existing_broker))
 
     def ensure(name: str, start) -> Service:
         """The running service `name`, else the one `start()` starts."""
@@ -76,18 +61,15 @@ def up(generators: bool = False, rate: float | None = None, duration: float | No
 
     def wait_healthy(service: Service) -> None:
         services.wait_healthy(service, timeout_s)
-        _report(out, service.name, service.pid, service.name in running)
+        _report(service.name, service.pid, service.name in running)
 
     try:
-        out(f"Starting the native lab stack (state and logs in {lab_home()}):")
-        info = existing_broker or broker.start_background(settings.port("broker"))
-        _report(out, "broker", info.pid, bool(existing_broker))
         for pattern in patterns.PATTERNS:
             create_topics(info.bootstrap_servers, patterns.all_topics(pattern))
-        out(f"  {'topics':<19}ready for {', '.join(patterns.PATTERNS)}")
+        print(f"  {'topics':<19}ready for {', '.join(patterns.PATTERNS)}")
         lookup = ensure(LOOKUP, lambda: services.start_lookup(info.bootstrap_servers))
         master = ensure(MASTER, services.start_master)
-        jupyter = ensure(JUPYTER, lambda: services.start_jupyter(token, notebooks))
+        jupyter = ensure(JUPYTER, lambda: services.start_jupyter(token, settings.notebook_dir()))
         wait_healthy(master)
         worker = ensure(WORKER, lambda: services.start_worker(master))
         for service in (worker, jupyter, lookup):
@@ -96,39 +78,41 @@ def up(generators: bool = False, rate: float | None = None, duration: float | No
             for pattern in patterns.PATTERNS:
                 existing = procs.load(services.gen_name(pattern))
                 if procs.is_running(existing):
-                    _report(out, existing.name, existing.pid, True)
+                    _report(existing.name, existing.pid, True)
                 else:
-                    started.append(generate(pattern, rate, duration=duration, out=out))
+                    started.append(generate(pattern, rate, duration=duration))
     except BaseException:
         procs.stop(started)
-        if info and not existing_broker:  # the broker this call started
+        if not existing_broker:  # the broker this call started
             broker.stop_background()
         raise
-    out(f"Healthy after {time.monotonic() - began:.1f} s.\n")
-    summary(info.bootstrap_servers, master, worker, jupyter, lookup, out)
+    print(f"Healthy after {time.monotonic() - began:.1f} s.\n")
+    summary(info.bootstrap_servers, master, worker, jupyter, lookup)
     return 0
 
 
-def summary(bootstrap: str, master: Service, worker: Service, jupyter: Service, lookup: Service,
-            out=print) -> None:
+def summary(bootstrap: str, master: Service, worker: Service, jupyter: Service, lookup: Service) -> None:
     pattern = next(iter(patterns.PATTERNS))
-    lab = _joinlab()
-    out("Stream Join Lab is up (native processes, all on 127.0.0.1):")
-    out(f"  Kafka bootstrap   {bootstrap}")
-    out(f"  Spark master      {master.url}   web UI {master.extra['ui']}")
-    out(f"  Spark worker UI   {worker.url}")
-    out(f"  JupyterLab        {jupyter.url}/lab?token={jupyter.extra['token']}   <- open this one")
-    out(f"  Session lookup    {lookup.url}   token from {lookup.extra['token_from']}")
-    out(f"  Spark UI of a job http://{settings.HOST}:4040   (each job and notebook prints its own: "
-        "the next takes 4041, ...)")
-    out(f"Run a job on the master:  {lab} run {pattern}   (jobs and notebooks use {master.url} while it runs;")
-    out("                          SPARK_MASTER=local[*] runs one in-process instead)")
-    out(f"Events at a rate:         {lab} lab generate {pattern} --rate 50")
-    out("`make ps` lists the services, `make logs SERVICE=spark-worker` follows a log, `make down` stops all.")
+    exe = Path(sys.executable).parent / "joinlab"
+    lab = exe.relative_to(Path.cwd()) if exe.is_relative_to(Path.cwd()) else exe
+    print("Stream Join Lab is up (native processes, all on 127.0.0.1):")
+    print(f"  Kafka bootstrap   {bootstrap}")
+    print(f"  Spark master      {master.url}   web UI {master.extra['ui']}")
+    print(f"  Spark worker UI   {worker.url}")
+    print(f"  JupyterLab        {jupyter.url}/lab?token={jupyter.extra['token']}   <- open this one")
+    print(f"  Session lookup    {lookup.url}   token from {lookup.extra['token_from']}")
+    print(f"  Spark UI of a job http://{settings.HOST}:4040   (each job and notebook prints its own: "
+          "the next takes 4041, ...)")
+    print(f"Run a job on the master:  {lab} run {pattern}   "
+          f"(jobs and notebooks use {master.url} while it runs;")
+    print("                          SPARK_MASTER=local[*] runs one in-process instead)")
+    print(f"Events at a rate:         {lab} lab generate {pattern} --rate 50")
+    print("`make ps` lists the services, `make logs SERVICE=spark-worker` follows a log, "
+          "`make down` stops all.")
 
 
 def generate(pattern: str, rate: float | None = None, count: int | None = None, duration: float | None = None,
-             extra_args: list[str] | None = None, out=print) -> Service:
+             extra_args: list[str] | None = None) -> Service:
     """One pattern's generator in the background, against the running broker."""
     name = services.gen_name(pattern)
     existing = procs.load(name)
@@ -139,16 +123,16 @@ def generate(pattern: str, rate: float | None = None, count: int | None = None, 
         duration = duration or float(settings.setting("GEN_DURATION", "3600"))
     gen = services.start_generator(pattern, broker.bootstrap_servers(), rate, count, duration, extra_args or [])
     size = f"{count} events" if count else f"for {duration:.0f} s"
-    out(f"  {name:<19}started (pid {gen.pid}): {rate:g} events/s {size}, log {gen.log}")
+    print(f"  {name:<19}started (pid {gen.pid}): {rate:g} events/s {size}, log {gen.log}")
     return gen
 
 
-def down(names: list[str] | None = None, volumes: bool = False, out=print) -> int:
+def down(names: list[str] | None = None, volumes: bool = False) -> int:
     """Stop the named services, or everything: the Compose stack if `make up` started it, and every
     native service (generators, JupyterLab, Spark, broker)."""
     status = 0
     if not names and marker() == "compose":
-        status = _compose(["down", *(["-v"] if volumes else [])], out)
+        status = _compose(["down", *(["-v"] if volumes else [])])
     began = time.monotonic()
     known = procs.names()
     unknown = [n for n in names or [] if n not in known and n != "broker"]
@@ -166,9 +150,9 @@ def down(names: list[str] | None = None, volumes: bool = False, out=print) -> in
         if info:
             stopped.append(f"broker (pid {info.pid})")
         if not names and status == 0:
-            _mark(None)
-    out(f"stopped {', '.join(stopped)} in {time.monotonic() - began:.1f} s" if stopped
-        else "no native lab service was running")
+            (lab_home() / "stack").unlink(missing_ok=True)
+    print(f"stopped {', '.join(stopped)} in {time.monotonic() - began:.1f} s" if stopped
+          else "no native lab service was running")
     return status
 
 
@@ -193,48 +177,46 @@ def rows() -> list[tuple[str, str, str, str]]:
     return table
 
 
-def ps(out=print) -> int:
+def ps() -> int:
     if marker() == "compose":
-        out("`make up` started the Docker Compose stack:")
-        _compose(["ps"], out)
+        print("`make up` started the Docker Compose stack:")
+        _compose(["ps"])
     table = rows()
     width = max(len(r[0]) for r in table) + 2
-    out(f"{'SERVICE':<{width}}{'STATE':<10}{'PID':<9}URL")
+    print(f"{'SERVICE':<{width}}{'STATE':<10}{'PID':<9}URL")
     for name, state, pid, url in table:
-        out(f"{name:<{width}}{state:<10}{pid:<9}{url}")
+        print(f"{name:<{width}}{state:<10}{pid:<9}{url}")
     if all(r[1] == "stopped" for r in table):
-        out("Nothing runs; start the lab with `make up` (or `make up-native`).")
+        print("Nothing runs; start the lab with `make up` (or `make up-native`).")
     return 0
 
 
-def logs(service: str | None = None, lines: int = 50, follow: bool = True, out=print) -> int:
+def logs(service: str | None = None, lines: int = 50, follow: bool = True) -> int:
     if marker() == "compose":
-        return _compose(["logs", "--tail", str(lines), *(["-f"] if follow else []), *([service] if service else [])],
-                        out)
-    files = {p.stem: p for p in sorted(procs.logs_dir().glob("*.log"))}
+        return _compose(["logs", "--tail", str(lines), *(["-f"] if follow else []),
+                         *([service] if service else [])])
     broker_log = lab_home() / "broker.log"  # the background broker's (joinlab.broker.start_background)
-    if broker_log.exists():
-        files = {"broker": broker_log, **files}
+    files = {p.stem: p for p in [broker_log, *sorted(procs.logs_dir().glob("*.log"))] if p.exists()}
     if service and service not in files:
         raise StackError(f"no log for {service!r}; logs exist for: {', '.join(files) or 'nothing yet'}")
     chosen = [files[service]] if service else list(files.values())
     if not chosen:
-        out(f"no logs yet in {procs.logs_dir()}; start the lab with `make up`")
+        print(f"no logs yet in {procs.logs_dir()}; start the lab with `make up`")
         return 0
     if follow:
         sys.stdout.flush()
         os.execvp("tail", ["tail", "-n", str(lines), "-F", *map(str, chosen)])
     for path in chosen:
-        out(f"==> {path} <==")
-        out(services.tail(str(path), lines, indent=""))
+        print(f"==> {path} <==")
+        print(services.tail(str(path), lines, indent=""))
     return 0
 
 
-def _compose(args: list[str], out) -> int:
+def _compose(args: list[str]) -> int:
     cmd = ["docker", "compose", *args]
-    out(f"$ {' '.join(cmd)}")
+    print(f"$ {' '.join(cmd)}")
     try:
         return subprocess.run(cmd, cwd=settings.project_dir()).returncode
     except OSError as exc:
-        out(f"could not run docker compose ({exc}); is Docker still installed?")
+        print(f"could not run docker compose ({exc}); is Docker still installed?")
         return 1

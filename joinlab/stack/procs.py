@@ -2,8 +2,6 @@
 
 Why it is careful: a PID file outlives its process, and PIDs get reused, so a service counts as
 alive only while a process with that PID still has the service's marker in its command line.
-Stopping signals the process group (each service starts in its own session) *and* every
-descendant seen before the signal, because JupyterLab starts kernels in sessions of their own.
 """
 from __future__ import annotations
 

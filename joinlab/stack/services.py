@@ -58,12 +58,13 @@ def http(url: str, token: str | None = None, timeout_s: float = 2.0) -> tuple[in
         return 0, b""
 
 
-def master_state(ui_url: str) -> dict | None:
+def master_state(ui_url: str) -> dict:
+    """The master's status (its web UI's /json/); {} when it does not answer."""
     status, body = http(f"{ui_url}/json/")
     try:
-        return json.loads(body) if status == 200 else None
+        return json.loads(body) if status == 200 else {}
     except ValueError:
-        return None
+        return {}
 
 
 def wait_healthy(service: Service, timeout_s: float) -> None:
@@ -87,14 +88,11 @@ def tail(path: str, lines: int, indent: str = "  ") -> str:
     return "\n".join(indent + line for line in text[-lines:])
 
 
-# --- Spark standalone --------------------------------------------------------------------------
-
 def start_master() -> Service:
     rpc, ui = port("master"), port("master-ui")
     env = base_env()
     # No REST submission server (an extra port nobody uses here); a taken port fails instead of
-    # silently moving; apps without spark.cores.max take half the worker, so a notebook and a job
-    # can run side by side.
+    # silently moving; apps without spark.cores.max get half the worker (docs/operations.md says why).
     env["SPARK_MASTER_OPTS"] = " ".join([
         env.get("SPARK_MASTER_OPTS", ""), "-Dspark.master.rest.enabled=false", "-Dspark.port.maxRetries=0",
         f"-Dspark.deploy.defaultCores={setting('LAB_SPARK_APP_CORES', str(max(1, cores() // 2)))}"]).strip()
@@ -104,43 +102,35 @@ def start_master() -> Service:
                        extra={"ui": f"http://{HOST}:{ui}"})
 
 
-def master_healthy(master: Service) -> bool:
-    return (master_state(master.extra["ui"]) or {}).get("status") == "ALIVE"
-
-
 def cores() -> int:
     return int(setting("SPARK_WORKER_CORES", str(os.cpu_count() or 2)))
 
 
 def start_worker(master: Service) -> Service:
     ui = port("worker-ui")
-    memory = setting("SPARK_WORKER_MEMORY", "2g")
     work = lab_home() / "spark-work"
     work.mkdir(exist_ok=True)
     env = base_env()
     env["SPARK_WORKER_OPTS"] = (env.get("SPARK_WORKER_OPTS", "") + " -Dspark.port.maxRetries=0").strip()
     cmd = [f"{spark_home()}/bin/spark-class", WORKER_CLASS, master.url, "--host", HOST, "--webui-port", str(ui),
-           "--cores", str(cores()), "--memory", memory, "--work-dir", str(work)]
+           "--cores", str(cores()), "--memory", setting("SPARK_WORKER_MEMORY", "2g"), "--work-dir", str(work)]
     return procs.spawn(WORKER, cmd, WORKER_CLASS, env, url=f"http://{HOST}:{ui}",
                        extra={"master_ui": master.extra["ui"], "work_dir": str(work)})
 
 
 def worker_registered(worker: Service) -> bool:
     """The master lists an ALIVE worker whose web UI is this worker's (old DEAD entries linger)."""
-    state = master_state(worker.extra["master_ui"]) or {}
+    state = master_state(worker.extra["master_ui"])
     ui_port = worker.url.rsplit(":", 1)[1]
     return any(w.get("state") == "ALIVE" and str(w.get("webuiaddress", "")).endswith(f":{ui_port}")
                for w in state.get("workers", []))
 
 
-# --- JupyterLab ---------------------------------------------------------------------------------
-
 # JupyterLab for a room of participants. Defaults (a participant's own settings still win): no
 # pop-up asking about Jupyter news and no update check, each a request to the internet.
 JUPYTER_DEFAULTS = {"@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": False}}
 # The first page: the notebooks' README, rendered, beside the file browser. A workspace, not a
-# /lab/tree/README.md link: that opens Markdown as source. Written only when there is none yet, so
-# a participant's own layout is kept across `make up`.
+# /lab/tree/README.md link (that opens Markdown as source); seeded once, so a participant's layout stays.
 START_README = "README.md"  # in the root folder, notebooks/
 START_WORKSPACE = {
     "data": {"layout-restorer:data": {
@@ -166,9 +156,7 @@ def jupyter_folders() -> tuple[Path, Path]:
 
 def start_jupyter(token: str, notebooks: Path) -> Service:
     number = port("jupyter")
-    env = base_env()
-    env.update(lookup_env())
-    env["JUPYTER_TOKEN"] = token  # from the environment, so it is not in `ps` output for all to read
+    env = {**base_env(), **lookup_env(), "JUPYTER_TOKEN": token}  # by environment: `ps` shows args to all
     env.pop("JUPYTER_TOKEN_FILE", None)
     settings_dir, workspaces = jupyter_folders()
     cmd = [sys.executable, "-m", "jupyterlab", "--ip", HOST, "--port", str(number), "--no-browser",
@@ -189,8 +177,6 @@ def jupyter_healthy(jupyter: Service) -> bool:
     return True
 
 
-# --- The session lookup service (money-enrichment) ---------------------------------------------
-
 def lookup_env() -> dict[str, str]:
     """What a client of the lookup service needs (JupyterLab gets it): its URL, and its token when
     one is configured (else clients read the token file the service writes)."""
@@ -199,8 +185,7 @@ def lookup_env() -> dict[str, str]:
 
 
 def start_lookup(bootstrap: str) -> Service:
-    env = base_env()
-    env.update(lookup_env())  # LAB_LOOKUP_TOKEN from .env too: environment only, never in `ps` output
+    env = {**base_env(), **lookup_env()}  # LAB_LOOKUP_TOKEN, .env's too: never in `ps` output
     cmd = [sys.executable, "-m", "joinlab.lookup", "--bootstrap", bootstrap, "--port", str(port("lookup"))]
     where = "$LAB_LOOKUP_TOKEN" if env.get("LAB_LOOKUP_TOKEN") else str(token_file(env))
     return procs.spawn(LOOKUP, cmd, "joinlab.lookup", env, url=env["MONEY_LOOKUP_URL"], extra={"token_from": where})
@@ -208,15 +193,13 @@ def start_lookup(bootstrap: str) -> Service:
 
 # What `make up` waits for and `make ps` calls healthy: each service's check, and what it checks.
 HEALTH = {
-    MASTER: (master_healthy, "answering"),
+    MASTER: (lambda master: master_state(master.extra["ui"]).get("status") == "ALIVE", "answering"),
     WORKER: (worker_registered, "registered with the master (ALIVE)"),
     JUPYTER: (jupyter_healthy, "answering /api/status with its token"),
     LOOKUP: (lambda lookup: health_problem(lookup.url, timeout_s=2.0) is None,
              "answering /health, and 401 to a session request without its token"),
 }
 
-
-# --- Generators ---------------------------------------------------------------------------------
 
 def gen_name(pattern: str) -> str:
     return f"gen-{pattern}"

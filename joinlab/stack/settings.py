@@ -2,7 +2,6 @@
 
 Why one table of ports: when a port is taken `make up` must say which one and which variable moves
 it, and the defaults are the ones docker-compose.yml publishes, so the README can say one thing.
-Settings come from the environment first, then `.env`, then the defaults.
 """
 from __future__ import annotations
 
@@ -51,12 +50,9 @@ def dotenv() -> dict[str, str]:
         text = env_file().read_text()
     except OSError:
         return {}
-    values = {}
-    for line in text.splitlines():
-        match = re.match(r"\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*)$", line)
-        if match:
-            values[match.group(1)] = match.group(2).strip().strip("\"'")
-    return values
+    assignment = re.compile(r"\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*)$")
+    matches = (assignment.match(line) for line in text.splitlines())
+    return {m.group(1): m.group(2).strip().strip("\"'") for m in matches if m}
 
 
 def setting(name: str, default: str) -> str:
@@ -88,24 +84,17 @@ def check_free(keys: list[str]) -> None:
 
 
 def _suggest(number: int) -> int:
-    for candidate in range(number + 100, min(number + 200, 65535)):
-        if bindable(candidate):
-            return candidate
-    return 0
+    return next((n for n in range(number + 100, min(number + 200, 65535)) if bindable(n)), 0)
 
 
 def jupyter_token() -> str:
     """$JUPYTER_TOKEN, else .env's; else a new one, written to .env (created from .env.example, 0600)."""
-    token = setting("JUPYTER_TOKEN", "")
-    if token:
+    if token := setting("JUPYTER_TOKEN", ""):
         return token
     token = secrets.token_hex(16)
     path = env_file()
-    if path.exists():
-        text = path.read_text()
-    else:
-        example = project_dir() / ".env.example"
-        text = example.read_text() if example.exists() else ""
+    source = path if path.exists() else project_dir() / ".env.example"
+    text = source.read_text() if source.exists() else ""
     text, replaced = re.subn(r"^JUPYTER_TOKEN=.*$", f"JUPYTER_TOKEN={token}", text, count=1, flags=re.M)
     if not replaced:
         text += ("" if text.endswith("\n") or not text else "\n") + f"JUPYTER_TOKEN={token}\n"
