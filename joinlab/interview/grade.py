@@ -30,7 +30,9 @@ def check(pattern: str, solution_file: Path, *, scenario_dir: Path | None = None
         module = solutions.of(job.SOLUTION, job.PROCESSORS, solutions.from_file(solution_file))
     except solutions.SolutionError as exc:
         return dict(report, error=str(exc), seconds=round(time.monotonic() - began, 1))
-    found = fast.load_dir(scenario_dir or ex.scenarios()) + fast.load_dir(_hidden(hidden_dir, ex.module), hidden=True)
+    # The held-back scenarios: hidden_dir/<module>/*.json, or hidden_dir/*.json itself.
+    held = hidden_dir / ex.module if hidden_dir and (hidden_dir / ex.module).is_dir() else hidden_dir
+    found = fast.load_dir(scenario_dir or ex.scenarios()) + fast.load_dir(held, hidden=True)
     for scenario in found:
         outcomes, shown = fast.graded(pattern, module, scenario)
         report["fast"]["passed" if shown is None else "failed"] += 1
@@ -50,15 +52,6 @@ def check(pattern: str, solution_file: Path, *, scenario_dir: Path | None = None
     report["seconds"] = round(time.monotonic() - began, 1)
     report["log"] = interviewer.record(solution_file, report)
     return report
-
-
-def _hidden(directory: Path | None, module: str) -> Path | None:
-    """--hidden DIR holds the held-back scenarios: DIR/<module>/*.json, or DIR/*.json itself."""
-    if directory is None:
-        return None
-    if not directory.is_dir():
-        raise SystemExit(f"--hidden {directory}: no such directory")
-    return directory / module if (directory / module).is_dir() else directory
 
 
 def lines(report: dict) -> list[str]:
@@ -87,6 +80,8 @@ def lines(report: dict) -> list[str]:
 
 def main(args) -> int:
     ex = exercise(args.pattern)
+    if args.hidden and not args.hidden.is_dir():
+        raise SystemExit(f"--hidden {args.hidden}: no such directory")
     # The candidate's file of `make interview` (workspace/PATTERN/...), else the exercise's stub.
     packed = Path("workspace") / ex.pattern / f"{ex.module}.py"
     solution = args.solution or (packed if packed.is_file() else ex.stub())
