@@ -1,11 +1,8 @@
-"""The lookup client the money-enrichment job calls from Spark Python workers (mapInArrow).
-
-Why it is shaped this way: a late transaction must never hold the stream up longer than the
-timeout. So one call looks every distinct id up once, at most `concurrency` at a time (one
-keep-alive connection per worker thread), retries only what may succeed on a second try (5xx,
-connection errors), and the WHOLE call shares one deadline: each attempt's socket timeout is
-the time left, and whatever is not answered by then gets the timeout reason. Importing it starts
-nothing; its threads end before it returns. Standard library only.
+"""The lookup client the money-enrichment job calls from Spark Python workers (mapInArrow); what a
+call does, and why a late transaction never holds the stream up past the timeout: docs/lookup.md.
+The WHOLE call shares one deadline: each attempt's socket timeout is the time left, and whatever
+is not answered by then gets the timeout reason. Importing it starts nothing; its threads (one
+keep-alive connection each) end before it returns. Standard library only.
 """
 from __future__ import annotations
 
@@ -44,10 +41,9 @@ class LookupSettings:
                              f"concurrency >= 1 (got {self})")
 
     @classmethod
-    def from_env(cls, environ=None) -> "LookupSettings":
+    def from_env(cls, env=os.environ) -> "LookupSettings":
         """MONEY_LOOKUP_URL, LAB_LOOKUP_TOKEN (else the token file), MONEY_LOOKUP_TIMEOUT,
         MONEY_LOOKUP_RETRIES, MONEY_LOOKUP_CONCURRENCY; a bad value raises ValueError naming it."""
-        env = os.environ if environ is None else environ
         url = env.get("MONEY_LOOKUP_URL") or f"http://127.0.0.1:{default_port(env) or 8090}"
         timeout_ms = duration_ms(env.get("MONEY_LOOKUP_TIMEOUT") or "2 seconds", "MONEY_LOOKUP_TIMEOUT")
         return cls(url, configured_token(env), timeout_ms / 1000, _int(env, "MONEY_LOOKUP_RETRIES", 2, 0),
@@ -78,8 +74,7 @@ def lookup_sessions(session_ids, settings: LookupSettings) -> dict[str, LookupRe
     if not ids:
         return {}
     if not settings.token:
-        reason = (f"no lookup token: set {TOKEN_ENV}, or start the service, which writes it to "
-                  f"{token_file()}")
+        reason = f"no lookup token: set {TOKEN_ENV}, or start the service, which writes it to {token_file()}"
         return {i: LookupResult(None, reason, 0) for i in ids}
     deadline = time.monotonic() + settings.timeout_s
     todo = deque(ids)  # the workers' popleft() is thread-safe
@@ -93,8 +88,7 @@ def lookup_sessions(session_ids, settings: LookupSettings) -> dict[str, LookupRe
         worker.join(max(0.0, deadline - time.monotonic()) + JOIN_GRACE_S)
     with lock:  # a worker stuck past the deadline (name resolution has no timeout) is left behind
         answered = dict(results)
-    timed_out = _timeout_reason(settings, 0)
-    return {i: answered.get(i) or LookupResult(None, timed_out, 0) for i in ids}
+    return {i: answered.get(i) or LookupResult(None, _timeout_reason(settings, 0), 0) for i in ids}
 
 
 def _timeout_reason(settings: LookupSettings, attempts: int) -> str:
