@@ -37,9 +37,6 @@ class Exercise:
         """The pattern's page; the prompt is its part above MARKER (prompt_text)."""
         return ROOT / "jobs" / self.module / "README.md"
 
-    def prompt_text(self) -> str:
-        return prompt_text(self.prompt())
-
     def scenarios(self) -> Path:
         return ROOT / "exercises" / "scenarios" / self.module
 

@@ -7,7 +7,7 @@ import shutil
 import tarfile
 from pathlib import Path
 
-from joinlab.interview import ROOT, Exercise, exercise
+from joinlab.interview import ROOT, Exercise, exercise, prompt_text
 from joinlab.interview.live import write_expectation
 from joinlab.interview.report import LOG, now
 
@@ -64,10 +64,10 @@ def pack(pattern: str, out: Path, archive: bool = False) -> Path:
     for package in LAB_PACKAGES:
         shutil.copytree(ROOT / package, out / "lab" / package, ignore=shutil.ignore_patterns(*LEFT_OUT))
     # The lab's pyproject, less the package a workspace has not: the references.
-    lab_toml = (ROOT / "pyproject.toml").read_text()
-    (out / "lab" / "pyproject.toml").write_text(lab_toml.replace('"generators*", "references*"]', '"generators*"]'))
+    lab_toml = (ROOT / "pyproject.toml").read_text().replace(', "references*"]', "]")
+    (out / "lab" / "pyproject.toml").write_text(lab_toml)
     (out / "lab" / "README.md").write_text("The Stream Join Lab's code, less the solutions (an interview workspace).\n")
-    (out / f"{ex.module}.md").write_text(ex.prompt_text())
+    (out / f"{ex.module}.md").write_text(prompt_text(ex.prompt()))
     shutil.copy(ex.stub(), out / f"{ex.module}.py")
     shutil.copytree(ex.scenarios(), out / "scenarios")
     write_expectation(pattern, out / "expectation.json", seed=7, count=1200)
