@@ -1,8 +1,7 @@
 """`joinlab interview check`: the fast stage (scenarios), then the live stage (the real job), one
-report. Exit status 0 only when every scenario and the live stage pass.
-
-The live stage runs only once every scenario passes: a candidate fixes what a scenario shows in
-seconds, not after a minute of Spark (`--live` runs it anyway, `--fast` never).
+report; exit status 0 only when every scenario and the live stage pass. The live stage runs only
+once every scenario passes: a candidate fixes what a scenario shows in seconds, not after a minute
+of Spark (`--live` runs it anyway, `--fast` never).
 """
 from __future__ import annotations
 
@@ -74,8 +73,7 @@ def lines(report: dict) -> list[str]:
         out += ["", f"Your processors emitted nothing in any scenario: start in {', '.join(ex.writes)} "
                     f"(handleInputRows) in {report['solution']}."]
     out += [""] + interviewer.live_lines(report)
-    verdict = "PASS" if report["ok"] else "FAIL"
-    return out + ["", f"RESULT: {verdict} in {report['seconds']:.0f} s"]
+    return out + ["", f"RESULT: {'PASS' if report['ok'] else 'FAIL'} in {report['seconds']:.0f} s"]
 
 
 def main(args) -> int:

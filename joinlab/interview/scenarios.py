@@ -10,11 +10,10 @@ same for every candidate and every machine.
      "batches": [[{"topic": "tweets", "key": "10", "value": {...}}], [...]],
      "expect": {"10": {...}}}
 
-`expect` is written by the reference (`joinlab interview scenarios --refresh`), never by hand, and
-a test keeps every stored expectation equal to what the reference says today. Where the pattern's
-processors dead-letter keys (money enrichment), `expect_dead` (key -> the reason's words before
-its first ":") says what must reach the dead-letter topic, written by the lab's solution.
-Besides as sent, every scenario runs as Spark may run it (VARIANTS).
+`expect` is written by the reference (`joinlab interview scenarios --refresh`), never by hand.
+Where the pattern's processors dead-letter keys (money enrichment), `expect_dead` (key -> the
+reason's words before its first ":"), written by the lab's solution, says what must reach the
+dead-letter topic. Besides as sent, every scenario runs as Spark may run it (VARIANTS).
 """
 from __future__ import annotations
 
