@@ -124,21 +124,19 @@ def _worker(todo: deque, results: dict, lock: threading.Lock, settings: LookupSe
 def _lookup_one(connection: http.client.HTTPConnection, session_id: str, settings: LookupSettings,
                 deadline: float) -> LookupResult:
     attempts = 0
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return LookupResult(None, _timeout_reason(settings, attempts), attempts)
+    while (left := deadline - time.monotonic()) > 0:
         attempts += 1
         try:
             return _attempt(connection, session_id, settings, left, attempts)
         except TimeoutError:
             connection.close()
-            return LookupResult(None, _timeout_reason(settings, attempts), attempts)
+            break
         except _Retry as failure:
             if attempts > settings.retries:
                 return LookupResult(None, str(failure), attempts)
             pause = BACKOFF_S[min(attempts - 1, len(BACKOFF_S) - 1)]
             time.sleep(max(0.0, min(pause, deadline - time.monotonic())))  # a backoff, capped by the deadline
+    return LookupResult(None, _timeout_reason(settings, attempts), attempts)
 
 
 def _attempt(connection: http.client.HTTPConnection, session_id: str, settings: LookupSettings, timeout_s: float,
@@ -180,8 +178,7 @@ def _attempt(connection: http.client.HTTPConnection, session_id: str, settings: 
 
 def health_problem(url: str, timeout_s: float = 4.0) -> str | None:
     """None when the service at `url` is usable: /health answers 200 AND a session request without
-    a token answers 401 (so a service that lets anyone in is not healthy). Else what is wrong.
-    The Compose health check and the native stack both use it."""
+    a token answers 401 (so a service that lets anyone in is not healthy). Else what is wrong."""
     base = url.rstrip("/")
     for path, wanted in (("/health", 200), ("/sessions/health-probe", 401)):
         parts = urlsplit(base + path)
