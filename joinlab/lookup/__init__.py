@@ -1,8 +1,6 @@
-"""The session lookup service of the money-enrichment pattern, and its client.
-
-`client` (lookup_sessions, LookupSettings) is what Spark workers import: standard library only,
-so it is imported here at once; the service and its store (Kafka, pyspark's event contracts)
-load on first use.
+"""The session lookup service of the money-enrichment pattern, and its client. The client is what
+Spark workers import, standard library only, so it is imported here at once; the service and its
+store (Kafka, pyspark's event contracts) load on first use.
 """
 from __future__ import annotations
 

@@ -39,8 +39,7 @@ def resolve_token(token: str | None = None) -> tuple[str, str]:
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         draft = path.with_name(f".{path.name}.{os.getpid()}")
-        fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as handle:
+        with os.fdopen(os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as handle:
             handle.write(secrets.token_urlsafe(32) + "\n")
         try:
             os.link(draft, path)  # atomic, and never over a token another process just wrote
