@@ -215,8 +215,7 @@ def disorder_from_args(args: argparse.Namespace) -> Disorder:
 
 
 def produce(pattern: str, args: argparse.Namespace, topics: list[str], records: list[Record]) -> None:
-    """A generator CLI's last step: create the input topics, send (paced by --rate), say what went where.
-    The broker is --bootstrap, else `joinlab.broker.bootstrap_servers()` (which says how to get one)."""
+    """A generator CLI's last step: create the input topics, send (paced by --rate), say what went where."""
     # kafka-python and the broker module only when a generator actually produces
     from joinlab.broker import BrokerError, bootstrap_servers
     from joinlab.topics import create_topics
