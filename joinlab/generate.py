@@ -21,6 +21,7 @@ from joinlab.events import EventSchema
 
 MALFORMED_KINDS = ("empty", "not-json", "truncated", "not-object", "missing-field", "wrong-type")
 FOLLOW_UP_S = 1.0  # a duplicate or malformed record arrives up to this much (event time) after its source
+DEFAULT_COUNT = 1000  # base events a generator makes without --count or --duration
 
 
 def iso(dt: datetime) -> str:
@@ -86,21 +87,16 @@ def _malformed(kind: str, event: Event, schema: EventSchema, rng: random.Random)
     body = dict(event.body)
     if kind == "missing-field":
         del body[rng.choice(required)]
-        return _encode(body)
-    if kind == "wrong-type":
-        typed = [n for n in required if schema.fields[n] in ("bigint", "string")]
-        name = rng.choice(typed)
+    else:  # wrong-type
+        name = rng.choice([n for n in required if schema.fields[n] in ("bigint", "string")])
         body[name] = "seven" if schema.fields[name] == "bigint" else 7
-        return _encode(body)
-    raise ValueError(f"unknown malformed kind {kind!r}")
+    return _encode(body)
 
 
 def arrange(events: Sequence[Event], disorder: Disorder, rng: random.Random,
             schemas: dict[str, EventSchema]) -> list[Record]:
-    """The arrival order: sorted (stably) by event time + delay, with duplicates and malformed mixed in.
-
-    Malformed kinds are cycled in MALFORMED_KINDS order, so six or more malformed records cover them all.
-    """
+    """The arrival order: sorted (stably) by event time + delay, with duplicates and malformed mixed in;
+    malformed kinds cycle in MALFORMED_KINDS order, so six or more malformed records cover them all."""
     n = len(events)
     if disorder.malformed and (missing := {e.topic for e in events} - set(schemas)):
         raise ValueError(f"no schema for topics {sorted(missing)}: malformed records are derived from schemas")
@@ -126,26 +122,12 @@ def arrange(events: Sequence[Event], disorder: Disorder, rng: random.Random,
 def arrive_first(records: Iterable[Record], topics: Iterable[str]) -> list[Record]:
     """Every record of `topics` before any other (the extreme disorder), each side's order kept."""
     first = set(topics)
-    records = list(records)
-    return [r for r in records if r.topic in first] + [r for r in records if r.topic not in first]
-
-
-# --- Producing --------------------------------------------------------------------------------
-
-def _show_progress(done: int, total: int) -> None:
-    filled = 30 * done // total
-    sys.stderr.write(f"\r  sending [{'#' * filled}{'.' * (30 - filled)}] {done}/{total}")
-    if done == total:
-        sys.stderr.write("\n")
-    sys.stderr.flush()
+    return sorted(records, key=lambda r: r.topic not in first)  # stable: each side keeps its order
 
 
 def send(bootstrap: str, records: Iterable[Record], rate: float | None = None, progress: bool = True) -> int:
-    """Produce `records` in order (paced to `rate` records/s if given), flush, return the count.
-
-    Raises if any record failed to be acknowledged: a generator that silently loses records would
-    make every downstream check lie.
-    """
+    """Produce `records` in order (paced to `rate` records/s if given), flush, return the count. Raises
+    if any record was not acknowledged: a generator that silently loses records makes every check lie."""
     from joinlab.topics import producer  # kafka-python only when we actually produce
 
     records = list(records)
@@ -162,7 +144,9 @@ def send(bootstrap: str, records: Iterable[Record], rate: float | None = None, p
                 if ahead > 0.005:  # sleep in small-but-real slices, never spin
                     time.sleep(ahead)
             if show and (done % step == 0 or done == total):
-                _show_progress(done, total)
+                filled = 30 * done // total  # of a 30-wide progress bar
+                print(f"\r  sending [{'#' * filled}{'.' * (30 - filled)}] {done}/{total}",
+                      end="\n" if done == total else "", file=sys.stderr, flush=True)
         client.flush()
     finally:
         client.close()
@@ -170,8 +154,6 @@ def send(bootstrap: str, records: Iterable[Record], rate: float | None = None, p
         raise RuntimeError(f"{len(errors)} of {total} records were not acknowledged; first error: {errors[0]!r}")
     return total
 
-
-# --- The common command line ------------------------------------------------------------------
 
 def bounded(kind=float, low=None, high=None, above=None):
     """An argparse type: a `kind` in [low, high], or > `above`, else a message that says what to give."""
@@ -193,9 +175,6 @@ fraction, non_negative = bounded(float, 0, 1), bounded(float, 0)
 
 def positive(kind):
     return bounded(kind, above=0)
-
-
-DEFAULT_COUNT = 1000
 
 
 def add_generator_args(parser: argparse.ArgumentParser) -> None:
@@ -235,8 +214,7 @@ def disorder_from_args(args: argparse.Namespace) -> Disorder:
 
 
 def produce(pattern: str, args: argparse.Namespace, topics: list[str], records: list[Record]) -> None:
-    """A generator CLI's last step: create the input topics, send (paced by --rate), say what went where.
-    The broker is --bootstrap, else `joinlab.broker.bootstrap_servers()` (which says how to get one)."""
+    """A generator CLI's last step: create the input topics, send (paced by --rate), say what went where."""
     # kafka-python and the broker module only when a generator actually produces
     from joinlab.broker import BrokerError, bootstrap_servers
     from joinlab.topics import create_topics

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from joinlab.interview import EXERCISES, ROOT, exercise
+from joinlab.interview import EXERCISES, ROOT, exercise, prompt_text
 from joinlab.interview import scenarios as fast
 from joinlab.interview.grade import check, lines
 
@@ -239,7 +239,7 @@ def below_the_marker(page: Path) -> set[str]:
 @pytest.mark.parametrize("pattern", list(EXERCISES))
 def test_a_prompt_is_the_page_above_its_marker_and_holds_no_line_of_the_solution_below_it(pattern):
     ex = exercise(pattern)
-    prompt = ex.prompt_text()
+    prompt = prompt_text(ex.prompt())
     assert ex.prompt().read_text().startswith(prompt.rstrip()) and "## Questions" in prompt
     assert "## State" not in prompt, "the solution's state layout belongs below the marker"
     words = " ".join(prompt.split())
@@ -249,7 +249,6 @@ def test_a_prompt_is_the_page_above_its_marker_and_holds_no_line_of_the_solution
 
 
 def test_a_page_without_the_marker_gives_no_prompt(tmp_path):
-    from joinlab.interview import prompt_text
     page = tmp_path / "README.md"
     page.write_text("# A pattern\n\nThe prompt and the solution, with nothing between them.\n")
     with pytest.raises(ValueError, match="exactly once"):
@@ -258,7 +257,7 @@ def test_a_page_without_the_marker_gives_no_prompt(tmp_path):
 
 def test_the_packed_prompt_is_the_page_above_the_marker_and_no_page_in_the_workspace_holds_what_is_below(workspace):
     ex = exercise("tweet-views")
-    assert (workspace / "tweet_views.md").read_text() == ex.prompt_text()
+    assert (workspace / "tweet_views.md").read_text() == prompt_text(ex.prompt())
     solution = below_the_marker(ex.prompt())
     leaks = [(p.relative_to(workspace), line) for p in workspace.rglob("*.md")
              for line in solution & {text.strip() for text in p.read_text(errors="replace").splitlines()}]

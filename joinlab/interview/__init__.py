@@ -1,12 +1,6 @@
-"""Interview mode: an exercise per pattern, a grader, and a candidate workspace without the answers.
-
-    jobs/<module>/README.md          the pattern's page: above MARKER the prompt, below it the solution
-    exercises/<module>.py            the stub to edit
-    exercises/scenarios/<module>/    visible scenarios   exercises/hidden/<module>/  held back
-
-`joinlab interview check PATTERN` grades a solution module (a candidate's file) in two stages:
-scenarios in memory (scenarios.py), then the real job on a broker with seeded, disordered events
-and a restart from its checkpoint (live.py). `joinlab interview pack` writes a workspace (pack.py).
+"""Interview mode: an exercise per pattern, a grader (grade.py: scenarios in memory, scenarios.py,
+then the real job, live.py), and a candidate workspace without the answers (pack.py). The files of
+an exercise, and the interviewer's guide: docs/interviewing.md.
 """
 from __future__ import annotations
 
@@ -42,9 +36,6 @@ class Exercise:
     def prompt(self) -> Path:
         """The pattern's page; the prompt is its part above MARKER (prompt_text)."""
         return ROOT / "jobs" / self.module / "README.md"
-
-    def prompt_text(self) -> str:
-        return prompt_text(self.prompt())
 
     def scenarios(self) -> Path:
         return ROOT / "exercises" / "scenarios" / self.module

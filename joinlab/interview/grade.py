@@ -1,8 +1,7 @@
 """`joinlab interview check`: the fast stage (scenarios), then the live stage (the real job), one
-report. Exit status 0 only when every scenario and the live stage pass.
-
-The live stage runs only once every scenario passes: a candidate fixes what a scenario shows in
-seconds, not after a minute of Spark (`--live` runs it anyway, `--fast` never).
+report; exit status 0 only when every scenario and the live stage pass. The live stage runs only
+once every scenario passes: a candidate fixes what a scenario shows in seconds, not after a minute
+of Spark (`--live` runs it anyway, `--fast` never).
 """
 from __future__ import annotations
 
@@ -30,7 +29,9 @@ def check(pattern: str, solution_file: Path, *, scenario_dir: Path | None = None
         module = solutions.of(job.SOLUTION, job.PROCESSORS, solutions.from_file(solution_file))
     except solutions.SolutionError as exc:
         return dict(report, error=str(exc), seconds=round(time.monotonic() - began, 1))
-    found = fast.load_dir(scenario_dir or ex.scenarios()) + fast.load_dir(_hidden(hidden_dir, ex.module), hidden=True)
+    # The held-back scenarios: hidden_dir/<module>/*.json, or hidden_dir/*.json itself.
+    held = hidden_dir / ex.module if hidden_dir and (hidden_dir / ex.module).is_dir() else hidden_dir
+    found = fast.load_dir(scenario_dir or ex.scenarios()) + fast.load_dir(held, hidden=True)
     for scenario in found:
         outcomes, shown = fast.graded(pattern, module, scenario)
         report["fast"]["passed" if shown is None else "failed"] += 1
@@ -50,15 +51,6 @@ def check(pattern: str, solution_file: Path, *, scenario_dir: Path | None = None
     report["seconds"] = round(time.monotonic() - began, 1)
     report["log"] = interviewer.record(solution_file, report)
     return report
-
-
-def _hidden(directory: Path | None, module: str) -> Path | None:
-    """--hidden DIR holds the held-back scenarios: DIR/<module>/*.json, or DIR/*.json itself."""
-    if directory is None:
-        return None
-    if not directory.is_dir():
-        raise SystemExit(f"--hidden {directory}: no such directory")
-    return directory / module if (directory / module).is_dir() else directory
 
 
 def lines(report: dict) -> list[str]:
@@ -81,12 +73,13 @@ def lines(report: dict) -> list[str]:
         out += ["", f"Your processors emitted nothing in any scenario: start in {', '.join(ex.writes)} "
                     f"(handleInputRows) in {report['solution']}."]
     out += [""] + interviewer.live_lines(report)
-    verdict = "PASS" if report["ok"] else "FAIL"
-    return out + ["", f"RESULT: {verdict} in {report['seconds']:.0f} s"]
+    return out + ["", f"RESULT: {'PASS' if report['ok'] else 'FAIL'} in {report['seconds']:.0f} s"]
 
 
 def main(args) -> int:
     ex = exercise(args.pattern)
+    if args.hidden and not args.hidden.is_dir():
+        raise SystemExit(f"--hidden {args.hidden}: no such directory")
     # The candidate's file of `make interview` (workspace/PATTERN/...), else the exercise's stub.
     packed = Path("workspace") / ex.pattern / f"{ex.module}.py"
     solution = args.solution or (packed if packed.is_file() else ex.stub())

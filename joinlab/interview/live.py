@@ -1,11 +1,8 @@
 """The grader's live stage: the candidate's processors in the pattern's real job (the same
-`build()` as the lab's), on a broker, on seeded events with disorder, duplicates and malformed
-records; stopped after a few micro-batches and restarted from its checkpoint; its output topic
-compared with the batch reference, as `joinlab verify` compares it. A failure tells the story of
-a few keys per kind of difference (`stories`).
-
-Where the reference is not at hand (a candidate's workspace from `joinlab interview pack`), the
-events and what the output must end with come from a file the pack wrote (`expectation`).
+`build()` as the lab's) on seeded, disordered events, restarted from its checkpoint, its output
+compared with the batch reference as `joinlab verify` does (docs/interviewing.md, stage 2).
+Where the reference is not at hand (a packed workspace), the events and what the output must end
+with come from the file the pack wrote (`expectation`).
 """
 from __future__ import annotations
 
@@ -89,8 +86,7 @@ def run(pattern: str, solution: ModuleType, *, seed: int = 7, count: int = 1200,
         with runner.services(job, bootstrap):
             query = runner.start(spark, job, bootstrap, checkpoint, solution=solution,
                                  max_offsets_per_trigger=max(50, len(records) // 4))
-            _wait_for_batches(query, 2, timeout_s=300)
-            result.batches_before_restart = len([p for p in query.recentProgress if p["numInputRows"]])
+            result.batches_before_restart = _wait_for_batches(query, 2, timeout_s=300)
             query.stop()
             result.error, progress = _failure(query), list(query.recentProgress)
             if result.error is None:
@@ -152,12 +148,13 @@ def _batch(spans: list, record) -> int | None:
                  if (topic, part) == (record.topic, record.partition) and start <= record.offset < end), None)
 
 
-def _wait_for_batches(query, batches: int, timeout_s: float) -> None:
-    """Until `batches` micro-batches with input are done, the query has failed, or time is up."""
+def _wait_for_batches(query, batches: int, timeout_s: float) -> int:
+    """Until `batches` micro-batches with input are done, the query failed, or time is up: how many are."""
     deadline = time.monotonic() + timeout_s
-    while query.isActive and time.monotonic() < deadline:
-        if len([p for p in query.recentProgress if p["numInputRows"]]) >= batches:
-            return
+    while True:
+        done = len([p for p in query.recentProgress if p["numInputRows"]])
+        if done >= batches or not query.isActive or time.monotonic() >= deadline:
+            return done
         query.awaitTermination(0.2)
 
 

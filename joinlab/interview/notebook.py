@@ -41,23 +41,19 @@ def run_scenarios(pattern: str, solution: types.ModuleType) -> pd.DataFrame:
     return pd.DataFrame(table)
 
 
-def final_watermark_ms(pattern: str, records: list) -> int | None:
-    """The watermark `records` imply once read (newest event time - delay), as the reference
-    computes it; None for a pattern without one."""
-    reference = patterns.reference(pattern)
-    if pattern == "lottery":
-        return reference.outcomes(records)[2]
-    if pattern == "money-enrichment":
-        us = reference.final_watermark_us(records, patterns.job(pattern).settings())
-        return None if us is None else us // 1000
-    return None
-
-
 def wait_decided(lab, timeout_s: float = 600) -> None:
     """Until the job has read every input record and, for an event-time pattern, run a micro-batch
-    with the watermark they imply: only then has it decided all that the reference expects."""
+    with the watermark they imply (newest event time - delay, as the reference computes it): only
+    then has it decided all that the reference expects."""
     lab.wait_caught_up(timeout_s)
-    final = final_watermark_ms(lab.pattern, lab.records(lab.job.INPUT_TOPICS))
+    records, reference = lab.records(lab.job.INPUT_TOPICS), patterns.reference(lab.pattern)
+    if lab.pattern == "lottery":
+        final = reference.outcomes(records)[2]
+    elif lab.pattern == "money-enrichment":
+        final_us = reference.final_watermark_us(records, lab.job.settings())
+        final = None if final_us is None else final_us // 1000
+    else:
+        return
     if final is None:
         return
 

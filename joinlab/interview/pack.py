@@ -1,7 +1,5 @@
 """`joinlab interview pack PATTERN --out DIR`: a candidate's workspace, self-contained, without the
-answers: the prompt, the stub, the visible scenarios, the live stage's events with what the output
-must end with, and the lab's code minus every solution module, the references and the benchmark
-(which runs the solution). `make check` in it installs the lab and runs the grader.
+answers (what it holds: docs/interviewing.md). `make check` in it installs the lab and runs the grader.
 """
 from __future__ import annotations
 
@@ -9,7 +7,7 @@ import shutil
 import tarfile
 from pathlib import Path
 
-from joinlab.interview import ROOT, Exercise, exercise
+from joinlab.interview import ROOT, Exercise, exercise, prompt_text
 from joinlab.interview.live import write_expectation
 from joinlab.interview.report import LOG, now
 
@@ -17,13 +15,6 @@ from joinlab.interview.report import LOG, now
 # pattern's page (jobs/<module>/README.md) holds the solution below its marker: only its prompt goes.
 LAB_PACKAGES = ("joinlab", "jobs", "generators")
 LEFT_OUT = ("solution.py", "README.md", "bench", "__pycache__", "*.pyc")
-
-
-def pyproject() -> str:
-    """The lab's pyproject with only the packages a workspace has (no references)."""
-    text = (ROOT / "pyproject.toml").read_text()
-    return text.replace('include = ["joinlab*", "jobs*", "generators*", "references*"]',
-                        'include = ["joinlab*", "jobs*", "generators*"]')
 
 
 def makefile(ex: Exercise) -> str:
@@ -72,9 +63,11 @@ def pack(pattern: str, out: Path, archive: bool = False) -> Path:
     (out / "lab").mkdir(parents=True)
     for package in LAB_PACKAGES:
         shutil.copytree(ROOT / package, out / "lab" / package, ignore=shutil.ignore_patterns(*LEFT_OUT))
-    (out / "lab" / "pyproject.toml").write_text(pyproject())
+    # The lab's pyproject, less the package a workspace has not: the references.
+    lab_toml = (ROOT / "pyproject.toml").read_text().replace(', "references*"]', "]")
+    (out / "lab" / "pyproject.toml").write_text(lab_toml)
     (out / "lab" / "README.md").write_text("The Stream Join Lab's code, less the solutions (an interview workspace).\n")
-    (out / f"{ex.module}.md").write_text(ex.prompt_text())
+    (out / f"{ex.module}.md").write_text(prompt_text(ex.prompt()))
     shutil.copy(ex.stub(), out / f"{ex.module}.py")
     shutil.copytree(ex.scenarios(), out / "scenarios")
     write_expectation(pattern, out / "expectation.json", seed=7, count=1200)

@@ -98,6 +98,5 @@ def markdown(report: dict) -> str:
             + f" | {(s['cause'] or '').replace('|', '/')} |" for s in scenarios]
     out += ["", "## Live stage", "", "```", *live_lines(report), "```", "", "## Time", "", *minutes(report["log"]),
             "", "## Questions from the guide", ""]
-    failed = [s for s in scenarios if not s["ok"]]
-    out += questions(ex.pattern, failed) or ["- (none)"]
+    out += questions(ex.pattern, [s for s in scenarios if not s["ok"]]) or ["- (none)"]
     return "\n".join(out) + "\n"

@@ -10,13 +10,10 @@ same for every candidate and every machine.
      "batches": [[{"topic": "tweets", "key": "10", "value": {...}}], [...]],
      "expect": {"10": {...}}}
 
-`expect` is written by the reference (`joinlab interview scenarios --refresh`), never by hand, and
-a test keeps every stored expectation equal to what the reference says today. Where the pattern's
-processors dead-letter keys (money enrichment), `expect_dead` (key -> the reason's words before
-its first ":") says what must reach the dead-letter topic, written by the lab's solution.
-
-Every scenario also runs as Spark may run it (VARIANTS): with a new processor object before every
-micro-batch (in_memory.restart), and with each batch's rows in another order (`reordered`).
+`expect` is written by the reference (`joinlab interview scenarios --refresh`), never by hand.
+Where the pattern's processors dead-letter keys (money enrichment), `expect_dead` (key -> the
+reason's words before its first ":"), written by the lab's solution, says what must reach the
+dead-letter topic. Besides as sent, every scenario runs as Spark may run it (VARIANTS).
 """
 from __future__ import annotations
 
@@ -192,8 +189,6 @@ def _short_traceback() -> str:
     shown = [line for i in (own[-2:] if own else frames[-1:]) for line in lines[i:i + 2]]
     return "\n".join(shown + lines[-1:])
 
-
-# --- Telling a candidate what went wrong -----------------------------------------------------------
 
 def describe(outcome: Outcome, key_name: str) -> list[str]:
     """A failed scenario in words: what it checks, the variant that failed it, its input in arrival

@@ -14,7 +14,7 @@ from joinlab.lookup.service import LookupService, ServiceError
 whole = bounded(int, 0)
 
 
-def parser() -> argparse.ArgumentParser:
+def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m joinlab.lookup",
                                 description="Serve the sessions of a Kafka topic over HTTP for the money-enrichment "
                                             "job (GET /sessions/<id> with a Bearer token, GET /health).")
@@ -31,11 +31,6 @@ def parser() -> argparse.ArgumentParser:
     faults.add_argument("--error-rate", type=fraction, default=0.0, metavar="P",
                         help="answer 503 to this fraction of session requests, at random (see --seed)")
     faults.add_argument("--seed", type=int, default=0, help="seed of --error-rate's randomness (default 0)")
-    return p
-
-
-def main(argv: list[str] | None = None) -> int:
-    p = parser()
     args = p.parse_args(argv)
     try:
         bootstrap = args.bootstrap or bootstrap_servers()
@@ -53,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"lookup: {exc}", file=sys.stderr)
         return 2
     source = service.token_source  # where a client finds the token (never the token itself)
-    token = (f"token from {source}" if source.startswith(("$", "given")) else
+    token = (f"token from {source}" if source.startswith("$") else
              f"token in {source} (clients read it there, or from ${TOKEN_ENV})")
     injected = (f"; injected faults: latency {args.latency_ms} ms, fail-first {args.fail_first}, "
                 f"error rate {args.error_rate} (seed {args.seed})"

@@ -1,11 +1,8 @@
-"""The lookup client the money-enrichment job calls from Spark Python workers (mapInArrow).
-
-Why it is shaped this way: a late transaction must never hold the stream up longer than the
-timeout. So one call looks every distinct id up once, at most `concurrency` at a time (one
-keep-alive connection per worker thread), retries only what may succeed on a second try (5xx,
-connection errors), and the WHOLE call shares one deadline: each attempt's socket timeout is
-the time left, and whatever is not answered by then gets the timeout reason. Importing it starts
-nothing; its threads end before it returns. Standard library only.
+"""The lookup client the money-enrichment job calls from Spark Python workers (mapInArrow); what a
+call does, and why a late transaction never holds the stream up past the timeout: docs/lookup.md.
+The WHOLE call shares one deadline: each attempt's socket timeout is the time left, and whatever
+is not answered by then gets the timeout reason. Importing it starts nothing; its threads (one
+keep-alive connection each) end before it returns. Standard library only.
 """
 from __future__ import annotations
 
@@ -44,10 +41,9 @@ class LookupSettings:
                              f"concurrency >= 1 (got {self})")
 
     @classmethod
-    def from_env(cls, environ=None) -> "LookupSettings":
+    def from_env(cls, env=os.environ) -> "LookupSettings":
         """MONEY_LOOKUP_URL, LAB_LOOKUP_TOKEN (else the token file), MONEY_LOOKUP_TIMEOUT,
         MONEY_LOOKUP_RETRIES, MONEY_LOOKUP_CONCURRENCY; a bad value raises ValueError naming it."""
-        env = os.environ if environ is None else environ
         url = env.get("MONEY_LOOKUP_URL") or f"http://127.0.0.1:{default_port(env) or 8090}"
         timeout_ms = duration_ms(env.get("MONEY_LOOKUP_TIMEOUT") or "2 seconds", "MONEY_LOOKUP_TIMEOUT")
         return cls(url, configured_token(env), timeout_ms / 1000, _int(env, "MONEY_LOOKUP_RETRIES", 2, 0),
@@ -78,8 +74,7 @@ def lookup_sessions(session_ids, settings: LookupSettings) -> dict[str, LookupRe
     if not ids:
         return {}
     if not settings.token:
-        reason = (f"no lookup token: set {TOKEN_ENV}, or start the service, which writes it to "
-                  f"{token_file()}")
+        reason = f"no lookup token: set {TOKEN_ENV}, or start the service, which writes it to {token_file()}"
         return {i: LookupResult(None, reason, 0) for i in ids}
     deadline = time.monotonic() + settings.timeout_s
     todo = deque(ids)  # the workers' popleft() is thread-safe
@@ -93,8 +88,7 @@ def lookup_sessions(session_ids, settings: LookupSettings) -> dict[str, LookupRe
         worker.join(max(0.0, deadline - time.monotonic()) + JOIN_GRACE_S)
     with lock:  # a worker stuck past the deadline (name resolution has no timeout) is left behind
         answered = dict(results)
-    timed_out = _timeout_reason(settings, 0)
-    return {i: answered.get(i) or LookupResult(None, timed_out, 0) for i in ids}
+    return {i: answered.get(i) or LookupResult(None, _timeout_reason(settings, 0), 0) for i in ids}
 
 
 def _timeout_reason(settings: LookupSettings, attempts: int) -> str:
@@ -130,21 +124,19 @@ def _worker(todo: deque, results: dict, lock: threading.Lock, settings: LookupSe
 def _lookup_one(connection: http.client.HTTPConnection, session_id: str, settings: LookupSettings,
                 deadline: float) -> LookupResult:
     attempts = 0
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return LookupResult(None, _timeout_reason(settings, attempts), attempts)
+    while (left := deadline - time.monotonic()) > 0:
         attempts += 1
         try:
             return _attempt(connection, session_id, settings, left, attempts)
         except TimeoutError:
             connection.close()
-            return LookupResult(None, _timeout_reason(settings, attempts), attempts)
+            break
         except _Retry as failure:
             if attempts > settings.retries:
                 return LookupResult(None, str(failure), attempts)
             pause = BACKOFF_S[min(attempts - 1, len(BACKOFF_S) - 1)]
             time.sleep(max(0.0, min(pause, deadline - time.monotonic())))  # a backoff, capped by the deadline
+    return LookupResult(None, _timeout_reason(settings, attempts), attempts)
 
 
 def _attempt(connection: http.client.HTTPConnection, session_id: str, settings: LookupSettings, timeout_s: float,
@@ -186,8 +178,7 @@ def _attempt(connection: http.client.HTTPConnection, session_id: str, settings: 
 
 def health_problem(url: str, timeout_s: float = 4.0) -> str | None:
     """None when the service at `url` is usable: /health answers 200 AND a session request without
-    a token answers 401 (so a service that lets anyone in is not healthy). Else what is wrong.
-    The Compose health check and the native stack both use it."""
+    a token answers 401 (so a service that lets anyone in is not healthy). Else what is wrong."""
     base = url.rstrip("/")
     for path, wanted in (("/health", 200), ("/sessions/health-probe", 401)):
         parts = urlsplit(base + path)

@@ -1,10 +1,7 @@
-"""The session lookup service: a small real HTTP server over the sessions topic.
+"""The session lookup service (docs/lookup.md): a small real HTTP server over the sessions topic.
 
-The money-enrichment job asks it for sessions that arrived too late for the job's state.
 Why HTTP/1.1 with keep-alive: the client looks up many ids per micro-batch and reuses one
-connection per thread. Why a token always: the lab never runs an open door, not even on
-127.0.0.1. The fault flags (latency, first-N failures, a seeded error rate) let tests and demos
-show the client's timeout, retries and dead letters against the real thing.
+connection per thread. Why a token always: the lab never runs an open door, not even on 127.0.0.1.
 """
 from __future__ import annotations
 
@@ -16,7 +13,6 @@ import secrets
 import socket
 import sys
 import threading
-from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import unquote, urlsplit
 
@@ -43,8 +39,7 @@ def resolve_token(token: str | None = None) -> tuple[str, str]:
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         draft = path.with_name(f".{path.name}.{os.getpid()}")
-        fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as handle:
+        with os.fdopen(os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as handle:
             handle.write(secrets.token_urlsafe(32) + "\n")
         try:
             os.link(draft, path)  # atomic, and never over a token another process just wrote
@@ -170,7 +165,11 @@ class LookupService:
             if path == "/health":
                 return 200, {"status": "ok", "sessions": self.store.sessions, "invalid": self.store.invalid}
             return 404, {"error": "no such path; use GET /sessions/<session_id> or GET /health"}
-        with self._in_flight():
+        with self._lock:  # session requests being answered, so that a test sees the client's concurrency
+            self.requests += 1
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
             self._delay()
             scheme, _, given = authorization.partition(" ")
             if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), self.token.encode()):
@@ -184,23 +183,13 @@ class LookupService:
                 return 503, {"error": "injected failure"}
             session = self.store.get(session_id)
             return (200, session) if session is not None else (404, {"error": "session not found"})
+        finally:
+            with self._lock:
+                self.in_flight -= 1
 
     def _delay(self) -> None:
         if self.latency_ms:
             self._stopping.wait(self.latency_ms / 1000)
-
-    @contextmanager
-    def _in_flight(self):
-        """Counts session requests being answered, so a test can see the client's concurrency."""
-        with self._lock:
-            self.requests += 1
-            self.in_flight += 1
-            self.max_in_flight = max(self.max_in_flight, self.in_flight)
-        try:
-            yield
-        finally:
-            with self._lock:
-                self.in_flight -= 1
 
 
 def _reachable(bootstrap: str, timeout_s: float = 3.0) -> None:

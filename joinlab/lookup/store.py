@@ -33,8 +33,6 @@ class SessionStore:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    # --- reading ----------------------------------------------------------------------------
-
     def get(self, session_id: str) -> dict | None:
         with self._lock:
             session = self._sessions.get(session_id)
@@ -52,8 +50,6 @@ class SessionStore:
         """Whether every partition in `ends` (partition -> end offset) has been consumed to its end."""
         with self._lock:
             return all(self._positions.get(p, -1) >= end for p, end in ends.items())
-
-    # --- lifecycle --------------------------------------------------------------------------
 
     def start(self) -> "SessionStore":
         """Connect (raises kafka.errors.NoBrokersAvailable when nothing answers) and start reading."""
