@@ -93,6 +93,3 @@ class Draw(StatefulProcessor):
             _, event_id, user_id = draw(self.seed, lottery_id, start, list(entrants.values()))
             yield flow(WINNER, LOTTERY, lottery_id, watermark, lottery_id=lottery_id, window_start_us=start,
                        winner_user_id=user_id, winning_event_id=event_id, entrants=len(entrants), seed=self.seed)
-
-    def close(self) -> None:
-        pass

@@ -118,9 +118,6 @@ class _EventTimeBuffer(StatefulProcessor):
         """The key's due `events`, in order."""
         raise NotImplementedError
 
-    def close(self) -> None:
-        pass
-
 
 class LotteryGate(_EventTimeBuffer):
     """Stage 1, keyed by ("lottery", id) for starts and clicks, ("user", id) for purchases.

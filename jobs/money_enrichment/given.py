@@ -262,6 +262,3 @@ class UserEnrich(StatefulProcessor):
                     if first is not None and first["tx_id"] == tx["tx_id"]:
                         self._firsts[tx["type"]] = {**tx, **user}
         return out
-
-    def close(self) -> None:
-        pass

@@ -110,6 +110,3 @@ class TweetViewsProcessor(StatefulProcessor):
                 yield Row(tweet_id=tweet.tweet_id, tweet_version=tweet.version, text=tweet.text,
                           tweet_time=tweet.event_time, user_id=key[0], user_version=best.version, name=best.name,
                           handle=best.handle, user_time=best.event_time)
-
-    def close(self) -> None:
-        pass
