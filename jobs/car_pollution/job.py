@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 from joinlab import solutions
 from joinlab.events import (Check, EventSchema, Route, micros, moment, parse_events, parse_time, route_columns,
                             route_of, valid_events)
-from joinlab.in_memory import Tester, feed, last_by_version
+from joinlab.in_memory import Pipeline, Tester, feed, last_by_version
 
 ARRIVALS_TOPIC, READINGS_TOPIC = "car-arrivals", "zone-readings"
 OUTPUT_TOPIC, DEAD_LETTERS_TOPIC = "car-pollution", "car-pollution-dlq"
@@ -83,7 +83,7 @@ def build(raw: DataFrame, solution: ModuleType | None = None) -> DataFrame:
     return out.unionByName(parsed.dead_letters)
 
 
-class InMemory:
+class InMemory(Pipeline):
     """join_cars_to_zones through pyspark's TwsTester, one micro-batch at a time: no Spark session."""
 
     def __init__(self, solution: ModuleType | None = None):
@@ -98,14 +98,8 @@ class InMemory:
         ops = feed(self.moves, rows, lambda r: (r.entity, r.entity_id))
         return feed(self.zones, ops, lambda r: r.zone_id)
 
-    def run(self, batches: list[list[Row]]) -> list[Row]:
-        return [out for rows in batches for out in self.batch(rows)]
-
     def views(self, out: list[Row]) -> dict:
-        return last_by_version([view(
-            r.op, r.car_id, r.car_seq, r.plate, r.zone_id, r.fuel_level, r.car_time,
-            None if r.reading_seq is None else {"seq": r.reading_seq, "pollution_level": r.pollution_level,
-                                                "event_time": r.reading_time}) for r in out], "car_id", version)
+        return last_by_version([view(r.asDict()) for r in out], "car_id", version)
 
 
 def event_row(schema: EventSchema, event: dict) -> Row:
@@ -132,22 +126,16 @@ def reading_row(zone: int, seq: int, level: float, at: datetime) -> Row:
 # A changelog keyed by car: its last record per car is the one with the highest
 # (car_seq, op, reading_seq), DEL ranking above the ADD it retracts.
 
-def view(op: str, car_id: int, car_seq: int, plate: str, zone_id: int, fuel_level: float, car_time,
-         reading: dict | None) -> dict:
-    """One view, flat, with times as datetimes so that formatting never counts as a difference."""
-    return {"op": op, "car_id": car_id, "car_seq": car_seq, "plate": plate, "zone_id": zone_id,
-            "fuel_level": float(fuel_level), "car_time": _time(car_time),
-            "reading_seq": reading["seq"] if reading else None,
-            "pollution_level": float(reading["pollution_level"]) if reading else None,
-            "reading_time": _time(reading["event_time"]) if reading else None}
+def view(v: dict) -> dict:
+    """One view (VIEW's fields), with times as datetimes so that formatting never counts as a difference."""
+    level = v["pollution_level"]
+    return dict(v, fuel_level=float(v["fuel_level"]), car_time=_time(v["car_time"]),
+                pollution_level=None if level is None else float(level),
+                reading_time=_time(v["reading_time"]))
 
 
 def parse_output(value: bytes) -> dict:
-    body = json.loads(value)
-    reading = None if body["reading_seq"] is None else {
-        "seq": body["reading_seq"], "pollution_level": body["pollution_level"], "event_time": body["reading_time"]}
-    return view(body["op"], body["car_id"], body["car_seq"], body["plate"], body["zone_id"], body["fuel_level"],
-                body["car_time"], reading)
+    return view(json.loads(value))
 
 
 def actual(records: list) -> dict[int, dict]:

@@ -25,7 +25,7 @@ from jobs.lottery.rules import BOUGHT, CLICKED, STARTED, WINDOW_US, settings
 from joinlab import solutions
 from joinlab.events import (Check, EventSchema, Route, micros, moment, parse_events, parse_time, route_columns,
                             route_of, valid_events)
-from joinlab.in_memory import NEVER_LATE, EventTime, Tester, advance, feed, out_ms
+from joinlab.in_memory import NEVER_LATE, EventTime, Pipeline, Tester, advance, feed, out_ms
 
 LOTTERY_TOPIC, USER_TOPIC = "lottery-events", "user-events"
 WINNERS_TOPIC, REJECTIONS_TOPIC, DEAD_LETTERS_TOPIC = "lottery-winners", "lottery-rejections", "lottery-dlq"
@@ -106,7 +106,7 @@ def build(raw: DataFrame, solution: ModuleType | None = None) -> DataFrame:
     return to_kafka_rows(outcomes).unionByName(parsed.dead_letters)
 
 
-class InMemory:
+class InMemory(Pipeline):
     """decide's three stages through pyspark's TwsTester, one micro-batch at a time. Stage 1's
     watermark is the batch's; stages 2 and 3 take their input first and then fire their timers
     (Spark handles a batch's input before its timers)."""
@@ -134,27 +134,21 @@ class InMemory:
         self.clock.done(watermark, rows)
         return out3
 
-    def run(self, batches: list[list[Row]]) -> list[Row]:
-        """Every batch, then the no-data batch Spark runs when the watermark has moved."""
-        out = [row for rows in batches for row in self.batch(rows)]
-        return out + self.batch([])
-
     def views(self, out: list[Row]) -> dict:
         """The outcome rows as the output topics' views, by the same keys as `actual`."""
-        views: dict = {}
-        for r in out:
-            if r.kind == WINNER:
-                start = moment(r.window_start_us)
-                key, view = winner_key(r.lottery_id, start), {
-                    "lottery_id": r.lottery_id, "window_start": start,
-                    "window_end": moment(r.window_start_us + WINDOW_US), "winner_user_id": r.winner_user_id,
-                    "winning_event_id": r.winning_event_id, "entrants": r.entrants, "seed": r.seed}
-            else:
-                key, view = f"rejection {r.event_id}", {
-                    "event_id": r.event_id, "type": r.type, "event_time": moment(r.t_us), "lottery_id": r.lottery_id,
-                    "user_id": r.user_id, "amount": r.amount, "rule": r.rule, "message": r.message}
-            views[key] = view if views.get(key, view) == view else {"conflicting": [views[key], view]}
-        return views
+        return by_key(self._outcome(r) for r in out)
+
+    @staticmethod
+    def _outcome(r: Row) -> tuple[str, dict]:
+        if r.kind == WINNER:
+            start = moment(r.window_start_us)
+            return winner_key(r.lottery_id, start), {
+                "lottery_id": r.lottery_id, "window_start": start,
+                "window_end": moment(r.window_start_us + WINDOW_US), "winner_user_id": r.winner_user_id,
+                "winning_event_id": r.winning_event_id, "entrants": r.entrants, "seed": r.seed}
+        return f"rejection {r.event_id}", {
+            "event_id": r.event_id, "type": r.type, "event_time": moment(r.t_us), "lottery_id": r.lottery_id,
+            "user_id": r.user_id, "amount": r.amount, "rule": r.rule, "message": r.message}
 
 
 def event_row(schema: EventSchema, event: dict) -> Row:
@@ -180,19 +174,19 @@ def parse_output(topic: str, value: bytes) -> tuple[str, dict]:
     return f"rejection {body['event_id']}", dict(body, event_time=parse_time(body["event_time"]))
 
 
-def actual(records: list) -> dict[str, dict]:
-    """Every winner and rejection on the output topics; a key with two different records maps to
-    both (so it can't equal the reference)."""
+def by_key(pairs) -> dict[str, dict]:
+    """key -> view of (key, view) pairs; a key with two different views maps to both (so it can't
+    equal the reference)."""
     views: dict[str, dict] = {}
-    for record in records:
-        if record.topic not in (WINNERS_TOPIC, REJECTIONS_TOPIC):
-            continue
-        key, view = parse_output(record.topic, record.value)
-        if key not in views:
-            views[key] = view
-        elif views[key] != view:
-            views[key] = {"conflicting": [views[key], view]}
+    for key, view in pairs:
+        views[key] = view if views.get(key, view) == view else {"conflicting": [views[key], view]}
     return views
+
+
+def actual(records: list) -> dict[str, dict]:
+    """Every winner and rejection on the output topics, `by_key`."""
+    outcomes = (WINNERS_TOPIC, REJECTIONS_TOPIC)
+    return by_key(parse_output(r.topic, r.value) for r in records if r.topic in outcomes)
 
 
 def version(view: dict) -> tuple:

@@ -21,7 +21,7 @@ from jobs.money_enrichment.rules import TYPES, Settings, settings
 from joinlab import solutions
 from joinlab.events import (Check, EventSchema, Route, micros, moment, parse_events, parse_time, route_columns,
                             route_of, valid_events, validate)
-from joinlab.in_memory import NEVER_LATE, EventTime, Tester, feed, out_ms
+from joinlab.in_memory import NEVER_LATE, EventTime, Pipeline, Tester, feed, out_ms
 from joinlab.lookup import LookupResult, LookupService, LookupSettings
 
 TRANSACTIONS_TOPIC, SESSIONS_TOPIC, USERS_TOPIC = "money-transactions", "money-sessions", "money-users"
@@ -163,7 +163,7 @@ def services(bootstrap: str):
                     os.environ[name] = value
 
 
-class InMemory:
+class InMemory(Pipeline):
     """Stage 1 -> stage 2 -> lookup step through pyspark's TwsTester, keyed and chained as in
     `enrich`. The lookup service knows `sessions` (session_id -> SessionStarted event as on the
     topic); by default, as the real service reading the sessions topic, every session of the
@@ -225,11 +225,6 @@ class InMemory:
         enriched = self._step(self.enrich, joined, watermark)
         self.clock.done(watermark, rows)
         return enrich_rows([r.asDict() for r in enriched], self._lookup)
-
-    def run(self, batches: list[list[Row]]) -> list[dict]:
-        """Every batch, then the no-data batch Spark runs when the watermark has moved."""
-        out = [row for rows in batches for row in self.batch(rows)]
-        return out + self.batch([])
 
     @staticmethod
     def dead_letters(out: list[dict]) -> dict:

@@ -20,7 +20,7 @@ from joinlab import solutions
 from joinlab.config import duration_ms
 from joinlab.events import (Check, EventSchema, Route, micros, moment, parse_events, parse_time, route_columns,
                             route_of, valid_events)
-from joinlab.in_memory import Tester, feed, last_by_version
+from joinlab.in_memory import Pipeline, Tester, feed, last_by_version
 
 USERS_TOPIC, TWEETS_TOPIC = "users", "tweets"
 VIEWS_TOPIC, DEAD_LETTERS_TOPIC = "tweet-views", "tweet-views-dlq"
@@ -76,7 +76,7 @@ def build(raw: DataFrame, solution: ModuleType | None = None) -> DataFrame:
     return out.unionByName(parsed.dead_letters)
 
 
-class InMemory:
+class InMemory(Pipeline):
     """join_views through pyspark's TwsTester, one micro-batch at a time: no Spark session."""
 
     def __init__(self, solution: ModuleType | None = None):
@@ -96,9 +96,6 @@ class InMemory:
 
     def batch(self, rows: list[Row]) -> list[Row]:
         return feed(self.views_processor, rows, lambda r: r.user_id)
-
-    def run(self, batches: list[list[Row]]) -> list[Row]:
-        return [out for rows in batches for out in self.batch(rows)]
 
     def views(self, out: list[Row]) -> dict:
         return last_by_version([r.asDict() for r in out], "tweet_id", version)
