@@ -1,11 +1,8 @@
 """Car pollution: a one-to-many join (many cars in one zone) that stays right while cars move.
 
-This module is the wiring: two chained transformWithState stages in one query, stage 1 keyed by
-car (entity "car") or zone (readings pass through it untouched: one frame of all events means the
-Kafka source is scanned once, see joinlab.events.parse_events), stage 2 keyed by zone, and the
-sink. The processors come from a solution module (joinlab.solutions): by default
-jobs/car_pollution/solution.py, or a candidate's exercises/car_pollution.py. `InMemory` chains
-them as the query does, through pyspark's TwsTester, for the unit tests and the grader.
+The wiring: stage 1 keyed by car (readings pass through it, keyed by zone: one frame of all events
+scans the Kafka source once, joinlab.events.parse_events), stage 2 keyed by zone, and the sink.
+The processors come from a solution module (joinlab.solutions); `InMemory` runs them without Spark.
 """
 from __future__ import annotations
 
@@ -75,9 +72,7 @@ def build(raw: DataFrame, solution: ModuleType | None = None) -> DataFrame:
     """Raw Kafka rows in, Kafka sink rows (topic, key, value) out: car views and dead letters."""
     parsed = parse_events(raw, [ARRIVALS, READINGS], DEAD_LETTERS_TOPIC, job="car-pollution")
     views = join_cars_to_zones(parsed.events, solution)
-    value = F.to_json(F.struct("op", "car_id", "car_seq", "plate", "zone_id", "fuel_level",
-                               "car_time", "reading_seq", "pollution_level", "reading_time"),
-                      {"ignoreNullFields": "false"})
+    value = F.to_json(F.struct(*views.columns), {"ignoreNullFields": "false"})  # VIEW's columns
     out = views.select(F.lit(OUTPUT_TOPIC).alias("topic"), F.col("car_id").cast("string").alias("key"),
                        value.alias("value"))
     return out.unionByName(parsed.dead_letters)

@@ -1,15 +1,11 @@
 """Lottery: lottery events and user events co-processed by three keyed stages, 10-second
-windows, and a seeded winner per window (stages: jobs/lottery/given.py; rules: lottery_rules.py).
+windows, and a seeded winner per window (stages: given.py, solution.py; rules: rules.py).
 
 A click needs both its lottery's state (started?) and its user's coupons, and the two topics are
-keyed by different ids. So no single key can hold both: stage 1 keyed by lottery, stage 2 by
-user, stage 3 by lottery again, chained in one query. Each stage applies its rules in event-time
-order once the watermark has passed an event, so the result does not depend on which topic was
-read first, nor on partitions, tasks or micro-batches. `decide` is the whole pattern as a
-function of DataFrames; `build` only wires it to Kafka rows. The first two stages come from a
-solution module (joinlab.solutions): jobs/lottery/solution.py, or a candidate's exercises/lottery.py.
-`InMemory` chains the stages as `decide` does, through pyspark's TwsTester, for the unit tests and
-the interview grader.
+keyed by different ids, so no single key holds both: stage 1 is keyed by lottery, stage 2 by user,
+stage 3 by lottery again, chained in one query. `decide` is the whole pattern as a function of
+DataFrames; `build` wires it to Kafka rows. The first two stages come from a solution module
+(joinlab.solutions); `InMemory` runs the three without Spark.
 """
 from __future__ import annotations
 
@@ -78,17 +74,14 @@ def decide(events: DataFrame, seed: int, watermark_delay_ms: int, solution: Modu
     return spent.groupBy("entity", "entity_id").transformWithState(Draw(seed), FLOW, "Append", "EventTime")
 
 
-def _time(micros: str):
-    return F.timestamp_micros(F.col(micros))
-
-
 def to_kafka_rows(outcomes: DataFrame) -> DataFrame:
     """Outcomes as Kafka sink rows: winners keyed by lottery, rejections keyed by event id."""
-    winner = F.to_json(F.struct("lottery_id", _time("window_start_us").alias("window_start"),
+    winner = F.to_json(F.struct("lottery_id", F.timestamp_micros("window_start_us").alias("window_start"),
                                 F.timestamp_micros(F.col("window_start_us") + WINDOW_US).alias("window_end"),
                                 "winner_user_id", "winning_event_id", "entrants", "seed"))
-    rejection = F.to_json(F.struct("event_id", "type", _time("t_us").alias("event_time"), "lottery_id", "user_id",
-                                   "amount", "rule", "message"), {"ignoreNullFields": "false"})
+    rejection = F.to_json(F.struct("event_id", "type", F.timestamp_micros("t_us").alias("event_time"),
+                                   "lottery_id", "user_id", "amount", "rule", "message"),
+                          {"ignoreNullFields": "false"})
     is_winner = F.col("kind") == WINNER
     return outcomes.where(F.col("kind").isin(WINNER, REJECTION)).select(
         F.when(is_winner, WINNERS_TOPIC).otherwise(REJECTIONS_TOPIC).alias("topic"),

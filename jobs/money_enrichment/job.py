@@ -252,13 +252,8 @@ def parse_output(value: bytes) -> dict:
 def actual(records: list) -> dict[str, dict]:
     """tx_id -> its last record on the output topic (the changelog's current value), without
     `enriched_by`. A key lives in one partition, so the last one read is the last one written."""
-    views = {}
-    for record in records:
-        if record.topic == ENRICHED_TOPIC:
-            view = parse_output(record.value)
-            view.pop("enriched_by")
-            views[view["tx_id"]] = view
-    return views
+    views = [parse_output(r.value) for r in records if r.topic == ENRICHED_TOPIC]
+    return {v["tx_id"]: {name: value for name, value in v.items() if name != "enriched_by"} for v in views}
 
 
 def version(view: dict) -> tuple:

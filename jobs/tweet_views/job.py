@@ -1,10 +1,7 @@
 """Tweet views: users ⋈ tweets keyed by author, whichever side arrives first.
 
-This module is the wiring: topics, parsing, keying both sides by author (ROUTES), and the sink.
-The join itself is a stateful processor taken from a solution module (joinlab.solutions): by
-default jobs/tweet_views/solution.py, or a candidate's exercises/tweet_views.py, through this same
-build(); `InMemory` chains it as the query does, through pyspark's TwsTester, for the unit tests
-and the interview grader.
+The wiring: topics, parsing, keying both sides by author (ROUTES), and the sink. The join is the
+processor of a solution module (joinlab.solutions); `InMemory` runs it without Spark.
 """
 from __future__ import annotations
 
