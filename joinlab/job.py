@@ -150,11 +150,10 @@ def quiet_failures(spark: SparkSession) -> None:
 
 
 def stop_between_batches(query: StreamingQuery, timeout_s: float = 10.0) -> None:
-    """Stop `query` at a moment when no batch runs, waiting at most `timeout_s` for one.
-    A stop in the middle of a batch cancels its tasks: Spark logs each cancelled write's abort with
-    a stack (about 40 lines for one batch), and the batch runs again on the next start. A query that
-    runs behind its trigger starts each batch as the last one ends, so it has no such moment: it is
-    stopped after the wait, mid-batch."""
+    """Stop `query` at a moment when no batch runs, waiting at most `timeout_s` for one: a stop in
+    the middle of a batch cancels its tasks, Spark logs each cancelled write's abort with a stack,
+    and the batch runs again on the next start. A query running behind its trigger has no such
+    moment: it is stopped after the wait, mid-batch."""
     deadline = time.monotonic() + timeout_s
     while query.isActive and query.status["isTriggerActive"] and time.monotonic() < deadline:
         time.sleep(0.02)
