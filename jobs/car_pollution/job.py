@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 
 from joinlab import solutions
 from joinlab.events import (Check, EventSchema, Route, micros, moment, parse_events, parse_time, route_columns,
-                            route_of, valid_events)
+                            routed, valid_events)
 from joinlab.in_memory import Pipeline, Tester, feed, last_by_version
 
 ARRIVALS_TOPIC, READINGS_TOPIC = "car-arrivals", "zone-readings"
@@ -99,11 +99,8 @@ class InMemory(Pipeline):
 
 def event_row(schema: EventSchema, event: dict) -> Row:
     """One valid event as stage 1 gets it, keyed by ROUTES."""
-    entity, entity_id = route_of(ROUTES, schema, event)
-    fields = dict.fromkeys(EVENT_COLUMNS)
-    fields.update({name: event[name] for name in EVENT_COLUMNS if name in event}, entity=entity,
-                  entity_id=entity_id, event_time=moment(micros(event["event_time"])))
-    return Row(**fields)
+    fields = routed(ROUTES, schema, event, EVENT_COLUMNS)
+    return Row(**dict(fields, event_time=moment(micros(event["event_time"]))))
 
 
 def arrival_row(car: int, zone: int, seq: int, fuel: float, at: datetime, plate: str | None = None) -> Row:

@@ -20,7 +20,7 @@ from jobs.lottery.given import EVENT_COLUMNS, FLOW, LOTTERY, REJECTION, USER, WI
 from jobs.lottery.rules import BOUGHT, CLICKED, STARTED, WINDOW_US, settings
 from joinlab import solutions
 from joinlab.events import (Check, EventSchema, Route, micros, moment, parse_events, parse_time, route_columns,
-                            route_of, valid_events)
+                            routed, valid_events)
 from joinlab.in_memory import NEVER_LATE, EventTime, Pipeline, Tester, advance, feed, out_ms
 
 LOTTERY_TOPIC, USER_TOPIC = "lottery-events", "user-events"
@@ -146,11 +146,7 @@ class InMemory(Pipeline):
 
 def event_row(schema: EventSchema, event: dict) -> Row:
     """One valid event as stage 1 gets it, keyed by ROUTES; times in microseconds."""
-    entity, entity_id = route_of(ROUTES, schema, event)
-    fields = dict.fromkeys(EVENT_COLUMNS)
-    fields.update({name: event.get(name) for name in EVENT_COLUMNS if name in event}, entity=entity,
-                  entity_id=entity_id, t_us=micros(event["event_time"]))
-    return Row(**fields)
+    return Row(**dict(routed(ROUTES, schema, event, EVENT_COLUMNS), t_us=micros(event["event_time"])))
 
 
 # --- Reading the output topics: what a consumer keeps -----------------------------------------

@@ -20,7 +20,7 @@ from jobs.money_enrichment.lookup import enrich_rows, lookup_step
 from jobs.money_enrichment.rules import TYPES, Settings, settings
 from joinlab import solutions
 from joinlab.events import (Check, EventSchema, Route, micros, moment, parse_events, parse_time, route_columns,
-                            route_of, valid_events, validate)
+                            routed, valid_events, validate)
 from joinlab.in_memory import NEVER_LATE, EventTime, Pipeline, Tester, feed, out_ms
 from joinlab.lookup import LookupResult, LookupService, LookupSettings
 
@@ -186,9 +186,8 @@ class InMemory(Pipeline):
         out = []
         for record in records:
             for schema, e in valid_events([record], SCHEMAS):
-                entity, key = route_of(ROUTES, schema, e, "string")
-                fields = {name: e.get(name) for name in EVENT_COLUMNS}
-                fields.update(entity=entity, entity_key=key, kind=KINDS[schema.topic], t_us=micros(e["event_time"]),
+                fields = routed(ROUTES, schema, e, EVENT_COLUMNS, "string")
+                fields.update(kind=KINDS[schema.topic], t_us=micros(e["event_time"]),
                               src_partition=getattr(record, "partition", None),
                               src_offset=getattr(record, "offset", None))
                 out.append(Row(**fields))

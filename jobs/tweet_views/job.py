@@ -16,7 +16,7 @@ from pyspark.sql import functions as F
 from joinlab import solutions
 from joinlab.config import duration_ms
 from joinlab.events import (Check, EventSchema, Route, micros, moment, parse_events, parse_time, route_columns,
-                            route_of, valid_events)
+                            routed, valid_events)
 from joinlab.in_memory import Pipeline, Tester, feed, last_by_version
 
 USERS_TOPIC, TWEETS_TOPIC = "users", "tweets"
@@ -82,14 +82,9 @@ class InMemory(Pipeline):
 
     def rows(self, records) -> list[Row]:
         """Valid input records as join_views' rows."""
-        out = []
-        for schema, e in valid_events(records, [USERS, TWEETS]):
-            kind, _ = route_of(ROUTES, schema, e)
-            fields = dict.fromkeys(SIDE_COLUMNS)
-            fields.update({name: e[name] for name in SIDE_COLUMNS if name in e}, kind=kind,
-                          event_time=moment(micros(e["event_time"])))
-            out.append(Row(**fields))
-        return out
+        events = valid_events(records, [USERS, TWEETS])
+        sides = [routed(ROUTES, schema, e, SIDE_COLUMNS) for schema, e in events]
+        return [Row(**dict(side, event_time=moment(micros(side["event_time"])))) for side in sides]
 
     def batch(self, rows: list[Row]) -> list[Row]:
         return feed(self.views_processor, rows, lambda r: r.user_id)
