@@ -34,9 +34,8 @@ class Tester(TwsTester):
 
 
 def restart(pipeline) -> None:
-    """New processor objects (__init__ and init) for every stage of a pipeline (an `InMemory`), on the
-    same handles: a TwsTester's handle keeps the state variables by name (getValueState of a name it
-    knows returns that state), the timers and the watermark, as a checkpoint does; and
+    """New processor objects (__init__ and init) for every stage of a pipeline, on the same handles:
+    they keep the state variables by name, the timers and the watermark, as a checkpoint does; and
     handleInitialState is not called again, as in Spark."""
     for stage in vars(pipeline).values():
         if isinstance(stage, Tester):

@@ -74,11 +74,10 @@ def state_variables(checkpoint: str) -> set[str]:
 
 def check_state_layout(job: ModuleType, checkpoint: str, solution: ModuleType | None = None) -> None:
     """Refuse a checkpoint that holds state the processors no longer read: Spark would restart it
-    without a word and every key's old state would be ignored, so the output would silently go
-    wrong. Retired are the names in the solution module's RETIRED_STATE, and those of a stage the
-    job gives (its `GIVEN` module's RETIRED_STATE: a state name the stage still declares -> its
-    earlier ones), looked for only in the operator that declares that name: a candidate's stage
-    may well call its own state by one of them."""
+    without a word, ignoring every key's old state. Retired are the names in the solution module's
+    RETIRED_STATE, and those of a stage the job gives (its `GIVEN` module's RETIRED_STATE: a state
+    name the stage still declares -> its earlier ones), looked for only in the operator declaring
+    that name: a candidate's stage may well call its own state by one of them."""
     module = solutions.of(job.SOLUTION, job.PROCESSORS, solution) if hasattr(job, "SOLUTION") else None
     retired = set(getattr(module, "RETIRED_STATE", ())) & state_variables(checkpoint)
     given = importlib.import_module(job.GIVEN) if hasattr(job, "GIVEN") else None
