@@ -43,7 +43,7 @@ def start(spark: SparkSession, job: ModuleType, bootstrap: str, checkpoint: str,
     if name:
         writer = writer.queryName(name)
     writer = writer.trigger(availableNow=True) if available_now else writer.trigger(processingTime=trigger_interval)
-    with session_conf(spark, getattr(job, "SPARK_CONF", {})):  # kept in the query's checkpoint
+    with configured(spark, job):
         return writer.start()
 
 
@@ -92,6 +92,12 @@ def check_state_layout(job: ModuleType, checkpoint: str, solution: ModuleType | 
             f"processor, which this version does not read: continuing would ignore every key's stored "
             f"state. Run `joinlab run PATTERN --reset` to start again from the topics "
             f"(or keep the old checkpoint and choose another with --checkpoint DIR).")
+
+
+def configured(spark: SparkSession, job: ModuleType):
+    """`job`'s SPARK_CONF set on the session for the `with` block: a query started in it keeps them
+    in its checkpoint."""
+    return session_conf(spark, getattr(job, "SPARK_CONF", {}))
 
 
 @contextlib.contextmanager
