@@ -55,7 +55,7 @@ class Route:
     """Where one kind of event is keyed: events of `schema`'s topic (with `when`, only those it
     holds for) go to `entity`, identified by their field `by`. A pattern's list of routes is its
     keying, one definition read by its Spark job (`route_columns`) and by its in-memory
-    pipeline (`route_of`), so the two never key an event differently."""
+    pipeline (`routed`), so the two never key an event differently."""
     schema: EventSchema
     entity: str
     by: str
@@ -75,11 +75,16 @@ def route_columns(routes: list[Route], id_type: str | None = None) -> tuple[Colu
     return entity, entity_id
 
 
-def route_of(routes: list[Route], schema: EventSchema, event: dict, id_type: str | None = None) -> tuple[str, object]:
-    """(entity, entity id) of one valid event, as `route_columns` keys it."""
+def routed(routes: list[Route], schema: EventSchema, event: dict, columns: list[str],
+           id_type: str | None = None) -> dict:
+    """One valid event as a first stage's row: its `columns` (None where it has no such field), the
+    first two being (entity, entity id) as `route_columns` keys it."""
     for r in routes:
         if r.schema.topic == schema.topic and (r.when is None or r.when.holds(event)):
-            return r.entity, str(event[r.by]) if id_type == "string" else event[r.by]
+            fields = {name: event.get(name) for name in columns}
+            key = str(event[r.by]) if id_type == "string" else event[r.by]
+            fields[columns[0]], fields[columns[1]] = r.entity, key
+            return fields
     raise ValueError(f"no route for an event of {schema.topic}")
 
 

@@ -17,19 +17,14 @@ from pyspark.sql import Row
 
 from joinlab.named_state import grouping_key
 
-
-def entity_key(key: tuple) -> tuple:
-    """(entity, id) from the grouping key; pyspark's TwsTester hands a tuple key as (key,)."""
-    return grouping_key(key)
+entity_key = grouping_key  # (entity, id) from a stage's grouping key
 
 
 class Flow:
     """Rows of the shape `ddl` ('name type, ...'), whose first two columns are the entity and its id."""
 
     def __init__(self, ddl: str):
-        self.ddl = ddl
-        self.types = dict(part.split(" ", 1) for part in ddl.split(", "))
-        self.fields = list(self.types)
+        self.fields = [part.split(" ", 1)[0] for part in ddl.split(", ")]
         self._entity, self._id = self.fields[:2]
 
     def __call__(self, kind: str, entity: str, entity_id, watermark_ms: int, **fields) -> Row:
@@ -37,7 +32,3 @@ class Flow:
         values.update({self._entity: entity, self._id: entity_id}, kind=kind,
                       out_time=datetime.fromtimestamp((max(watermark_ms, 0) + 1) / 1000, timezone.utc), **fields)
         return Row(**values)
-
-    def schema_of(self, names: list[str]) -> str:
-        """The DDL of the columns `names`, in that order (a state value holding those fields)."""
-        return ", ".join(f"{name} {self.types[name]}" for name in names)

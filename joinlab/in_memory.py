@@ -2,13 +2,6 @@
 its stages as its query does, through pyspark's TwsTester, with no Spark session and no broker; the
 unit tests and the interview grader drive a solution module's processors through it.
 
-A pipeline takes input records as the rows its first stage gets (`rows`), runs micro-batches of
-them (`batch`, `run`), and reads its output as a consumer of the output topic would (`views`: the
-last view per key, in the shape of the job's `actual`). Event-time pipelines model Spark's
-watermark (`EventTime`): a batch's watermark is the newest event time of the batches before it
-minus the delay, and after the input Spark runs one batch without data to fire what the final
-watermark has made due.
-
 Spark makes a new processor object for every task (each micro-batch's, after a restart, on another
 executor); one TwsTester keeps one object, and `restart` gives the stages what Spark gives them.
 """
@@ -22,6 +15,16 @@ from pyspark.sql.streaming.tws_tester import TwsTester
 NEVER_LATE = 2 ** 62  # a first stage's input has no watermark column, so Spark filters nothing there
 
 
+class Pipeline:
+    """A pattern's stages in memory: `rows` makes input records the rows its first stage gets,
+    `batch` runs one micro-batch, and `views` reads the output as the job's `actual` reads the
+    output topic (the last view per key). Event-time pipelines model Spark's watermark (`EventTime`)."""
+
+    def run(self, batches: list[list[Row]]) -> list:
+        """Every batch, then the no-data batch Spark runs to fire what the final watermark made due."""
+        return [out for rows in [*batches, []] for out in self.batch(rows)]
+
+
 class Tester(TwsTester):
     """A TwsTester over `make()`, which `restart` can replace with a new object over the same state."""
 
@@ -31,9 +34,8 @@ class Tester(TwsTester):
 
 
 def restart(pipeline) -> None:
-    """New processor objects (__init__ and init) for every stage of a pipeline (an `InMemory`), on the
-    same handles: a TwsTester's handle keeps the state variables by name (getValueState of a name it
-    knows returns that state), the timers and the watermark, as a checkpoint does; and
+    """New processor objects (__init__ and init) for every stage of a pipeline, on the same handles:
+    they keep the state variables by name, the timers and the watermark, as a checkpoint does; and
     handleInitialState is not called again, as in Spark."""
     for stage in vars(pipeline).values():
         if isinstance(stage, Tester):

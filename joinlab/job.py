@@ -43,7 +43,7 @@ def start(spark: SparkSession, job: ModuleType, bootstrap: str, checkpoint: str,
     if name:
         writer = writer.queryName(name)
     writer = writer.trigger(availableNow=True) if available_now else writer.trigger(processingTime=trigger_interval)
-    with session_conf(spark, getattr(job, "SPARK_CONF", {})):  # kept in the query's checkpoint
+    with configured(spark, job):
         return writer.start()
 
 
@@ -74,11 +74,10 @@ def state_variables(checkpoint: str) -> set[str]:
 
 def check_state_layout(job: ModuleType, checkpoint: str, solution: ModuleType | None = None) -> None:
     """Refuse a checkpoint that holds state the processors no longer read: Spark would restart it
-    without a word and every key's old state would be ignored, so the output would silently go
-    wrong. Retired are the names in the solution module's RETIRED_STATE, and those of a stage the
-    job gives (its `GIVEN` module's RETIRED_STATE: a state name the stage still declares -> its
-    earlier ones), looked for only in the operator that declares that name: a candidate's stage
-    may well call its own state by one of them."""
+    without a word, ignoring every key's old state. Retired are the names in the solution module's
+    RETIRED_STATE, and those of a stage the job gives (its `GIVEN` module's RETIRED_STATE: a state
+    name the stage still declares -> its earlier ones), looked for only in the operator declaring
+    that name: a candidate's stage may well call its own state by one of them."""
     module = solutions.of(job.SOLUTION, job.PROCESSORS, solution) if hasattr(job, "SOLUTION") else None
     retired = set(getattr(module, "RETIRED_STATE", ())) & state_variables(checkpoint)
     given = importlib.import_module(job.GIVEN) if hasattr(job, "GIVEN") else None
@@ -93,6 +92,12 @@ def check_state_layout(job: ModuleType, checkpoint: str, solution: ModuleType | 
             f"processor, which this version does not read: continuing would ignore every key's stored "
             f"state. Run `joinlab run PATTERN --reset` to start again from the topics "
             f"(or keep the old checkpoint and choose another with --checkpoint DIR).")
+
+
+def configured(spark: SparkSession, job: ModuleType):
+    """`job`'s SPARK_CONF set on the session for the `with` block: a query started in it keeps them
+    in its checkpoint."""
+    return session_conf(spark, getattr(job, "SPARK_CONF", {}))
 
 
 @contextlib.contextmanager
@@ -150,11 +155,10 @@ def quiet_failures(spark: SparkSession) -> None:
 
 
 def stop_between_batches(query: StreamingQuery, timeout_s: float = 10.0) -> None:
-    """Stop `query` at a moment when no batch runs, waiting at most `timeout_s` for one.
-    A stop in the middle of a batch cancels its tasks: Spark logs each cancelled write's abort with
-    a stack (about 40 lines for one batch), and the batch runs again on the next start. A query that
-    runs behind its trigger starts each batch as the last one ends, so it has no such moment: it is
-    stopped after the wait, mid-batch."""
+    """Stop `query` at a moment when no batch runs, waiting at most `timeout_s` for one: a stop in
+    the middle of a batch cancels its tasks, Spark logs each cancelled write's abort with a stack,
+    and the batch runs again on the next start. A query running behind its trigger has no such
+    moment: it is stopped after the wait, mid-batch."""
     deadline = time.monotonic() + timeout_s
     while query.isActive and query.status["isTriggerActive"] and time.monotonic() < deadline:
         time.sleep(0.02)

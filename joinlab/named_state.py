@@ -70,11 +70,10 @@ def load(cls: type[T], value: tuple | None) -> T | None:
     """`cls` from a stored value (nested structs come back as Rows), or None for no value."""
     if value is None:
         return None
-    hints = get_type_hints(cls)
-    nested = [name for name, kind in hints.items() if not _SQL.get(_unoptional(kind))]
-    if not nested:
-        return cls(*value)
-    return cls(*(_convert(hints[name], v) for name, v in zip(hints, value)))
+    kinds = get_type_hints(cls).values()
+    if all(_unoptional(kind) in _SQL for kind in kinds):
+        return cls(*value)  # no nested value to convert
+    return cls(*(_convert(kind, v) for kind, v in zip(kinds, value)))
 
 
 def grouping_key(key: tuple) -> tuple:
@@ -83,10 +82,9 @@ def grouping_key(key: tuple) -> tuple:
 
 
 class KeyState:
-    """A key's state as one named value with a `timer` field, and that one timer: read at most once
-    per micro-batch, written only when it changed. Every state or timer call is a synchronous round
-    trip to the JVM, so a stage keeps a key's whole state in one value and one timer at the earliest
-    moment the key has something to do, not one per event.
+    """A key's state as one named value with a `timer` field, and that one timer (at the earliest
+    moment the key has something to do, not one per event): read at most once per micro-batch,
+    written only when it changed.
 
         self.buffer = KeyState(handle, "pending", Buffer, Buffer(None, [], []))
         buffer = self.buffer.get(key, timerValues)           # in handleInputRows

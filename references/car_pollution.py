@@ -20,8 +20,16 @@ def latest(records: list[Record]) -> tuple[dict[int, dict], dict[int, dict]]:
     return tables[ARRIVALS.topic], tables[READINGS.topic]
 
 
+def car_view(car: dict, zone_id: int, reading: dict | None) -> dict:
+    """The ADD view of a car's arrival `car` in `zone_id`, with that zone's `reading` (or none)."""
+    reading = reading or {}
+    return view({"op": ADD, "car_id": car["car_id"], "car_seq": car["seq"], "plate": car["plate"],
+                 "zone_id": zone_id, "fuel_level": car["fuel_level"], "car_time": car["event_time"],
+                 "reading_seq": reading.get("seq"), "pollution_level": reading.get("pollution_level"),
+                 "reading_time": reading.get("event_time")})
+
+
 def expected(records: list[Record]) -> dict[int, dict]:
     cars, zones = latest(records)
-    return {car_id: view(ADD, car_id, car["seq"], car["plate"], car["to_zone_id"], car["fuel_level"],
-                         car["event_time"], zones.get(car["to_zone_id"]))
+    return {car_id: car_view(car, car["to_zone_id"], zones.get(car["to_zone_id"]))
             for car_id, car in cars.items()}

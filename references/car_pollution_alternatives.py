@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from joinlab.events import valid_events
 from joinlab.topics import Record
 from jobs.car_pollution.job import ARRIVALS, READINGS
-from references.car_pollution import expected, view
+from references.car_pollution import car_view, expected
 from references.car_pollution import version as view_version
 
 
@@ -62,10 +62,6 @@ def _events(records: list[Record]):
         yield schema is ARRIVALS, event
 
 
-def _car_view(car: dict, zone_id: int, reading: dict | None) -> dict:
-    return view("ADD", car["car_id"], car["seq"], car["plate"], zone_id, car["fuel_level"], car["event_time"], reading)
-
-
 def naive(records: list[Record]) -> Result:
     result, cars, table = Result("naive stream-to-table join"), {}, {}
     for is_arrival, e in _events(records):
@@ -80,7 +76,7 @@ def naive(records: list[Record]) -> Result:
         cars[e["car_id"]] = e["seq"]
         reading = table.get(e["to_zone_id"])
         if reading is not None:  # an inner join: no reading yet, no view
-            result.emit(_car_view(e, e["to_zone_id"], reading))
+            result.emit(car_view(e, e["to_zone_id"], reading))
     return result
 
 
@@ -122,7 +118,7 @@ def correct(records: list[Record], wide: bool, keep_views: bool = True) -> Resul
                 result.outputs += len(members.get(zone, {}))
                 continue
             for car in members.get(zone, {}).values():
-                result.emit(_car_view(car, zone, e))
+                result.emit(car_view(car, zone, e))
             continue
         old = where.get(e["car_id"])
         if old is not None and e["seq"] <= old["seq"]:
@@ -135,7 +131,7 @@ def correct(records: list[Record], wide: bool, keep_views: bool = True) -> Resul
             result.outputs += 1  # the DEL record
         members.setdefault(e["to_zone_id"], {})[e["car_id"]] = e
         save_zone(e["to_zone_id"], e["car_id"])
-        result.emit(_car_view(e, e["to_zone_id"], readings.get(e["to_zone_id"])))
+        result.emit(car_view(e, e["to_zone_id"], readings.get(e["to_zone_id"])))
     return result
 
 

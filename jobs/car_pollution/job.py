@@ -1,11 +1,8 @@
 """Car pollution: a one-to-many join (many cars in one zone) that stays right while cars move.
 
-This module is the wiring: two chained transformWithState stages in one query, stage 1 keyed by
-car (entity "car") or zone (readings pass through it untouched: one frame of all events means the
-Kafka source is scanned once, see joinlab.events.parse_events), stage 2 keyed by zone, and the
-sink. The processors come from a solution module (joinlab.solutions): by default
-jobs/car_pollution/solution.py, or a candidate's exercises/car_pollution.py. `InMemory` chains
-them as the query does, through pyspark's TwsTester, for the unit tests and the grader.
+The wiring: stage 1 keyed by car (readings pass through it, keyed by zone: one frame of all events
+scans the Kafka source once, joinlab.events.parse_events), stage 2 keyed by zone, and the sink.
+The processors come from a solution module (joinlab.solutions); `InMemory` runs them without Spark.
 """
 from __future__ import annotations
 
@@ -18,8 +15,8 @@ from pyspark.sql import functions as F
 
 from joinlab import solutions
 from joinlab.events import (Check, EventSchema, Route, micros, moment, parse_events, parse_time, route_columns,
-                            route_of, valid_events)
-from joinlab.in_memory import Tester, feed, last_by_version
+                            routed, valid_events)
+from joinlab.in_memory import Pipeline, Tester, feed, last_by_version
 
 ARRIVALS_TOPIC, READINGS_TOPIC = "car-arrivals", "zone-readings"
 OUTPUT_TOPIC, DEAD_LETTERS_TOPIC = "car-pollution", "car-pollution-dlq"
@@ -75,15 +72,13 @@ def build(raw: DataFrame, solution: ModuleType | None = None) -> DataFrame:
     """Raw Kafka rows in, Kafka sink rows (topic, key, value) out: car views and dead letters."""
     parsed = parse_events(raw, [ARRIVALS, READINGS], DEAD_LETTERS_TOPIC, job="car-pollution")
     views = join_cars_to_zones(parsed.events, solution)
-    value = F.to_json(F.struct("op", "car_id", "car_seq", "plate", "zone_id", "fuel_level",
-                               "car_time", "reading_seq", "pollution_level", "reading_time"),
-                      {"ignoreNullFields": "false"})
+    value = F.to_json(F.struct(*views.columns), {"ignoreNullFields": "false"})  # VIEW's columns
     out = views.select(F.lit(OUTPUT_TOPIC).alias("topic"), F.col("car_id").cast("string").alias("key"),
                        value.alias("value"))
     return out.unionByName(parsed.dead_letters)
 
 
-class InMemory:
+class InMemory(Pipeline):
     """join_cars_to_zones through pyspark's TwsTester, one micro-batch at a time: no Spark session."""
 
     def __init__(self, solution: ModuleType | None = None):
@@ -98,23 +93,14 @@ class InMemory:
         ops = feed(self.moves, rows, lambda r: (r.entity, r.entity_id))
         return feed(self.zones, ops, lambda r: r.zone_id)
 
-    def run(self, batches: list[list[Row]]) -> list[Row]:
-        return [out for rows in batches for out in self.batch(rows)]
-
     def views(self, out: list[Row]) -> dict:
-        return last_by_version([view(
-            r.op, r.car_id, r.car_seq, r.plate, r.zone_id, r.fuel_level, r.car_time,
-            None if r.reading_seq is None else {"seq": r.reading_seq, "pollution_level": r.pollution_level,
-                                                "event_time": r.reading_time}) for r in out], "car_id", version)
+        return last_by_version([view(r.asDict()) for r in out], "car_id", version)
 
 
 def event_row(schema: EventSchema, event: dict) -> Row:
     """One valid event as stage 1 gets it, keyed by ROUTES."""
-    entity, entity_id = route_of(ROUTES, schema, event)
-    fields = dict.fromkeys(EVENT_COLUMNS)
-    fields.update({name: event[name] for name in EVENT_COLUMNS if name in event}, entity=entity,
-                  entity_id=entity_id, event_time=moment(micros(event["event_time"])))
-    return Row(**fields)
+    fields = routed(ROUTES, schema, event, EVENT_COLUMNS)
+    return Row(**dict(fields, event_time=moment(micros(event["event_time"]))))
 
 
 def arrival_row(car: int, zone: int, seq: int, fuel: float, at: datetime, plate: str | None = None) -> Row:
@@ -132,22 +118,16 @@ def reading_row(zone: int, seq: int, level: float, at: datetime) -> Row:
 # A changelog keyed by car: its last record per car is the one with the highest
 # (car_seq, op, reading_seq), DEL ranking above the ADD it retracts.
 
-def view(op: str, car_id: int, car_seq: int, plate: str, zone_id: int, fuel_level: float, car_time,
-         reading: dict | None) -> dict:
-    """One view, flat, with times as datetimes so that formatting never counts as a difference."""
-    return {"op": op, "car_id": car_id, "car_seq": car_seq, "plate": plate, "zone_id": zone_id,
-            "fuel_level": float(fuel_level), "car_time": _time(car_time),
-            "reading_seq": reading["seq"] if reading else None,
-            "pollution_level": float(reading["pollution_level"]) if reading else None,
-            "reading_time": _time(reading["event_time"]) if reading else None}
+def view(v: dict) -> dict:
+    """One view (VIEW's fields), with times as datetimes so that formatting never counts as a difference."""
+    level = v["pollution_level"]
+    return dict(v, fuel_level=float(v["fuel_level"]), car_time=_time(v["car_time"]),
+                pollution_level=None if level is None else float(level),
+                reading_time=_time(v["reading_time"]))
 
 
 def parse_output(value: bytes) -> dict:
-    body = json.loads(value)
-    reading = None if body["reading_seq"] is None else {
-        "seq": body["reading_seq"], "pollution_level": body["pollution_level"], "event_time": body["reading_time"]}
-    return view(body["op"], body["car_id"], body["car_seq"], body["plate"], body["zone_id"], body["fuel_level"],
-                body["car_time"], reading)
+    return view(json.loads(value))
 
 
 def actual(records: list) -> dict[int, dict]:

@@ -67,9 +67,6 @@ class CarMovesProcessor(StatefulProcessor):
         self.car.update(Car(latest.seq, latest.to_zone_id))
         yield op_row(ADD, latest.to_zone_id, latest)
 
-    def close(self) -> None:
-        pass
-
 
 class ZoneCarsProcessor(StatefulProcessor):
     """Stage 2, keyed by zone: the latest reading and the cars in the zone (one entry per car).
@@ -117,6 +114,3 @@ class ZoneCarsProcessor(StatefulProcessor):
         seq, level, at = reading if reading is not None else (None, None, None)
         return Row(op=op, car_id=car_id, car_seq=car.seq, plate=car.plate, zone_id=zone_id, fuel_level=car.fuel_level,
                    car_time=car.event_time, reading_seq=seq, pollution_level=level, reading_time=at)
-
-    def close(self) -> None:
-        pass

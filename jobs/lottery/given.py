@@ -6,10 +6,8 @@ Three transformWithState stages, each keyed by the id its rule needs:
   3. Draw, keyed by lottery: accepted clicks per 10-second window; when the watermark passes the
      window's end, the seeded draw names the winner (here: it is given, in the exercise too).
 
-Every stage emits one row shape (FLOW); rows a stage does not own (entity "pass": rejections)
-go through it unchanged, so the query scans its source once and each stage has one input.
-Emitted rows carry out_time = watermark + 1 ms: the chained operators' event-time column, which
-must never be behind the watermark (the original event time is kept in t_us).
+Every stage emits one row shape (FLOW, joinlab.flow); rows a stage does not own (entity "pass":
+rejections) go through it unchanged, so the query scans its source once and each stage has one input.
 """
 from __future__ import annotations
 
@@ -93,6 +91,3 @@ class Draw(StatefulProcessor):
             _, event_id, user_id = draw(self.seed, lottery_id, start, list(entrants.values()))
             yield flow(WINNER, LOTTERY, lottery_id, watermark, lottery_id=lottery_id, window_start_us=start,
                        winner_user_id=user_id, winning_event_id=event_id, entrants=len(entrants), seed=self.seed)
-
-    def close(self) -> None:
-        pass

@@ -1,15 +1,11 @@
 """Lottery: lottery events and user events co-processed by three keyed stages, 10-second
-windows, and a seeded winner per window (stages: jobs/lottery/given.py; rules: lottery_rules.py).
+windows, and a seeded winner per window (stages: given.py, solution.py; rules: rules.py).
 
 A click needs both its lottery's state (started?) and its user's coupons, and the two topics are
-keyed by different ids. So no single key can hold both: stage 1 keyed by lottery, stage 2 by
-user, stage 3 by lottery again, chained in one query. Each stage applies its rules in event-time
-order once the watermark has passed an event, so the result does not depend on which topic was
-read first, nor on partitions, tasks or micro-batches. `decide` is the whole pattern as a
-function of DataFrames; `build` only wires it to Kafka rows. The first two stages come from a
-solution module (joinlab.solutions): jobs/lottery/solution.py, or a candidate's exercises/lottery.py.
-`InMemory` chains the stages as `decide` does, through pyspark's TwsTester, for the unit tests and
-the interview grader.
+keyed by different ids, so no single key holds both: stage 1 is keyed by lottery, stage 2 by user,
+stage 3 by lottery again, chained in one query. `decide` is the whole pattern as a function of
+DataFrames; `build` wires it to Kafka rows. The first two stages come from a solution module
+(joinlab.solutions); `InMemory` runs the three without Spark.
 """
 from __future__ import annotations
 
@@ -24,8 +20,8 @@ from jobs.lottery.given import EVENT_COLUMNS, FLOW, LOTTERY, REJECTION, USER, WI
 from jobs.lottery.rules import BOUGHT, CLICKED, STARTED, WINDOW_US, settings
 from joinlab import solutions
 from joinlab.events import (Check, EventSchema, Route, micros, moment, parse_events, parse_time, route_columns,
-                            route_of, valid_events)
-from joinlab.in_memory import NEVER_LATE, EventTime, Tester, advance, feed, out_ms
+                            routed, valid_events)
+from joinlab.in_memory import NEVER_LATE, EventTime, Pipeline, Tester, advance, feed, out_ms
 
 LOTTERY_TOPIC, USER_TOPIC = "lottery-events", "user-events"
 WINNERS_TOPIC, REJECTIONS_TOPIC, DEAD_LETTERS_TOPIC = "lottery-winners", "lottery-rejections", "lottery-dlq"
@@ -78,17 +74,14 @@ def decide(events: DataFrame, seed: int, watermark_delay_ms: int, solution: Modu
     return spent.groupBy("entity", "entity_id").transformWithState(Draw(seed), FLOW, "Append", "EventTime")
 
 
-def _time(micros: str):
-    return F.timestamp_micros(F.col(micros))
-
-
 def to_kafka_rows(outcomes: DataFrame) -> DataFrame:
     """Outcomes as Kafka sink rows: winners keyed by lottery, rejections keyed by event id."""
-    winner = F.to_json(F.struct("lottery_id", _time("window_start_us").alias("window_start"),
+    winner = F.to_json(F.struct("lottery_id", F.timestamp_micros("window_start_us").alias("window_start"),
                                 F.timestamp_micros(F.col("window_start_us") + WINDOW_US).alias("window_end"),
                                 "winner_user_id", "winning_event_id", "entrants", "seed"))
-    rejection = F.to_json(F.struct("event_id", "type", _time("t_us").alias("event_time"), "lottery_id", "user_id",
-                                   "amount", "rule", "message"), {"ignoreNullFields": "false"})
+    rejection = F.to_json(F.struct("event_id", "type", F.timestamp_micros("t_us").alias("event_time"),
+                                   "lottery_id", "user_id", "amount", "rule", "message"),
+                          {"ignoreNullFields": "false"})
     is_winner = F.col("kind") == WINNER
     return outcomes.where(F.col("kind").isin(WINNER, REJECTION)).select(
         F.when(is_winner, WINNERS_TOPIC).otherwise(REJECTIONS_TOPIC).alias("topic"),
@@ -106,7 +99,7 @@ def build(raw: DataFrame, solution: ModuleType | None = None) -> DataFrame:
     return to_kafka_rows(outcomes).unionByName(parsed.dead_letters)
 
 
-class InMemory:
+class InMemory(Pipeline):
     """decide's three stages through pyspark's TwsTester, one micro-batch at a time. Stage 1's
     watermark is the batch's; stages 2 and 3 take their input first and then fire their timers
     (Spark handles a batch's input before its timers)."""
@@ -134,36 +127,26 @@ class InMemory:
         self.clock.done(watermark, rows)
         return out3
 
-    def run(self, batches: list[list[Row]]) -> list[Row]:
-        """Every batch, then the no-data batch Spark runs when the watermark has moved."""
-        out = [row for rows in batches for row in self.batch(rows)]
-        return out + self.batch([])
-
     def views(self, out: list[Row]) -> dict:
         """The outcome rows as the output topics' views, by the same keys as `actual`."""
-        views: dict = {}
-        for r in out:
-            if r.kind == WINNER:
-                start = moment(r.window_start_us)
-                key, view = winner_key(r.lottery_id, start), {
-                    "lottery_id": r.lottery_id, "window_start": start,
-                    "window_end": moment(r.window_start_us + WINDOW_US), "winner_user_id": r.winner_user_id,
-                    "winning_event_id": r.winning_event_id, "entrants": r.entrants, "seed": r.seed}
-            else:
-                key, view = f"rejection {r.event_id}", {
-                    "event_id": r.event_id, "type": r.type, "event_time": moment(r.t_us), "lottery_id": r.lottery_id,
-                    "user_id": r.user_id, "amount": r.amount, "rule": r.rule, "message": r.message}
-            views[key] = view if views.get(key, view) == view else {"conflicting": [views[key], view]}
-        return views
+        return by_key(self._outcome(r) for r in out)
+
+    @staticmethod
+    def _outcome(r: Row) -> tuple[str, dict]:
+        if r.kind == WINNER:
+            start = moment(r.window_start_us)
+            return winner_key(r.lottery_id, start), {
+                "lottery_id": r.lottery_id, "window_start": start,
+                "window_end": moment(r.window_start_us + WINDOW_US), "winner_user_id": r.winner_user_id,
+                "winning_event_id": r.winning_event_id, "entrants": r.entrants, "seed": r.seed}
+        return f"rejection {r.event_id}", {
+            "event_id": r.event_id, "type": r.type, "event_time": moment(r.t_us), "lottery_id": r.lottery_id,
+            "user_id": r.user_id, "amount": r.amount, "rule": r.rule, "message": r.message}
 
 
 def event_row(schema: EventSchema, event: dict) -> Row:
     """One valid event as stage 1 gets it, keyed by ROUTES; times in microseconds."""
-    entity, entity_id = route_of(ROUTES, schema, event)
-    fields = dict.fromkeys(EVENT_COLUMNS)
-    fields.update({name: event.get(name) for name in EVENT_COLUMNS if name in event}, entity=entity,
-                  entity_id=entity_id, t_us=micros(event["event_time"]))
-    return Row(**fields)
+    return Row(**dict(routed(ROUTES, schema, event, EVENT_COLUMNS), t_us=micros(event["event_time"])))
 
 
 # --- Reading the output topics: what a consumer keeps -----------------------------------------
@@ -180,19 +163,19 @@ def parse_output(topic: str, value: bytes) -> tuple[str, dict]:
     return f"rejection {body['event_id']}", dict(body, event_time=parse_time(body["event_time"]))
 
 
-def actual(records: list) -> dict[str, dict]:
-    """Every winner and rejection on the output topics; a key with two different records maps to
-    both (so it can't equal the reference)."""
+def by_key(pairs) -> dict[str, dict]:
+    """key -> view of (key, view) pairs; a key with two different views maps to both (so it can't
+    equal the reference)."""
     views: dict[str, dict] = {}
-    for record in records:
-        if record.topic not in (WINNERS_TOPIC, REJECTIONS_TOPIC):
-            continue
-        key, view = parse_output(record.topic, record.value)
-        if key not in views:
-            views[key] = view
-        elif views[key] != view:
-            views[key] = {"conflicting": [views[key], view]}
+    for key, view in pairs:
+        views[key] = view if views.get(key, view) == view else {"conflicting": [views[key], view]}
     return views
+
+
+def actual(records: list) -> dict[str, dict]:
+    """Every winner and rejection on the output topics, `by_key`."""
+    outcomes = (WINNERS_TOPIC, REJECTIONS_TOPIC)
+    return by_key(parse_output(r.topic, r.value) for r in records if r.topic in outcomes)
 
 
 def version(view: dict) -> tuple:

@@ -85,9 +85,6 @@ class _EventTimeBuffer(StatefulProcessor):
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.pending = KeyState(handle, "pending", Buffer, EMPTY)
 
-    def buffer(self, key, timer_values, expired=None) -> Buffer:
-        return self.pending.get(key, timer_values, expired)
-
     def store(self, key, buffer: Buffer) -> None:
         """Write the key's buffer (read with buffer() in this batch), its one timer at the
         earliest time the key has something to do."""
@@ -97,12 +94,9 @@ class _EventTimeBuffer(StatefulProcessor):
         """The watermark at which the key has something to do: its earliest held event."""
         return min((timer_ms(e.t_us) for e in buffer.events), default=None)
 
-    def hold(self, buffer: Buffer, events: list[Held]) -> Buffer:
-        return buffer._replace(events=buffer.events + events)
-
     def handleExpiredTimer(self, key, timerValues, expiredTimerInfo) -> Iterator[Row]:
         watermark = timerValues.getCurrentWatermarkInMs()
-        buffer = self.buffer(key, timerValues, expiredTimerInfo)
+        buffer = self.pending.get(key, timerValues, expiredTimerInfo)
         ready = sorted((e for e in buffer.events if e.t_us <= watermark * 1000),
                        key=lambda e: order_key(e.t_us, e.type, e.event_id))
         buffer = self.expire(buffer._replace(events=[e for e in buffer.events if e.t_us > watermark * 1000]),
@@ -117,9 +111,6 @@ class _EventTimeBuffer(StatefulProcessor):
     def decide(self, key, events: list[dict], watermark_ms: int) -> Iterator[Row]:
         """The key's due `events`, in order."""
         raise NotImplementedError
-
-    def close(self) -> None:
-        pass
 
 
 class LotteryGate(_EventTimeBuffer):
@@ -137,7 +128,7 @@ class LotteryGate(_EventTimeBuffer):
     def handleInputRows(self, key, rows, timerValues) -> Iterator[Row]:
         entity = entity_key(key)[0]
         watermark = timerValues.getCurrentWatermarkInMs()
-        buffer = self.buffer(key, timerValues)
+        buffer = self.pending.get(key, timerValues)
         rows = list(rows)
         touched = {_minute(r.t_us) for r in rows}
         minutes = {m: set(Seen(*self.seen.getValue((m,))).ids) for m in buffer.seen_minutes if m in touched}
@@ -159,8 +150,8 @@ class LotteryGate(_EventTimeBuffer):
                 held.append(event)
         for minute in changed:
             self.seen.updateValue((minute,), Seen(sorted(minutes[minute])))
-        buffer = self.hold(buffer, held)._replace(seen_minutes=sorted(set(buffer.seen_minutes) | changed))
-        self.store(key, buffer)
+        self.store(key, buffer._replace(events=buffer.events + held,
+                                        seen_minutes=sorted(set(buffer.seen_minutes) | changed)))
         return iter(out)
 
     def next_due(self, buffer: Buffer) -> int | None:
@@ -204,8 +195,8 @@ class Coupons(_EventTimeBuffer):
         if entity_key(key)[0] == PASS:
             yield from rows
             return
-        buffer = self.buffer(key, timerValues)
-        self.store(key, self.hold(buffer, [_held(row) for row in rows]))
+        buffer = self.pending.get(key, timerValues)
+        self.store(key, buffer._replace(events=buffer.events + [_held(row) for row in rows]))
 
     def decide(self, key, events: list[dict], watermark_ms: int) -> Iterator[Row]:
         if not events:
@@ -221,7 +212,7 @@ class Coupons(_EventTimeBuffer):
             elif coupons == 0:
                 yield reject(event, NO_COUPON, watermark_ms)
             else:
-                coupons -= 1  # the original's `coupons--` returned the old value and stored nothing
+                coupons -= 1
                 yield flow(ENTRY, LOTTERY, event["lottery_id"], watermark_ms, **event)
         if coupons != before or stored is None:
             self.coupons.update(CouponCount(coupons))

@@ -11,9 +11,8 @@ Two transformWithState stages, each keyed by the id its join needs:
      first of its type, the old first is re-emitted unflagged; a late user update re-emits the
      already decided transactions it changes (those still remembered: the dedup horizon).
 
-Every stage emits one row shape (FLOW). Rows a stage does not own go through it unchanged:
-users through stage 1, dead letters through stage 2. Emitted rows carry out_time = watermark +
-1 ms, the chained operators' event-time column (the event's own time is t_us).
+Every stage emits one row shape (FLOW, joinlab.flow). Rows a stage does not own go through it
+unchanged: users through stage 1, dead letters through stage 2.
 """
 from __future__ import annotations
 
@@ -262,6 +261,3 @@ class UserEnrich(StatefulProcessor):
                     if first is not None and first["tx_id"] == tx["tx_id"]:
                         self._firsts[tx["type"]] = {**tx, **user}
         return out
-
-    def close(self) -> None:
-        pass

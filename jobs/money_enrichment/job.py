@@ -20,8 +20,8 @@ from jobs.money_enrichment.lookup import enrich_rows, lookup_step
 from jobs.money_enrichment.rules import TYPES, Settings, settings
 from joinlab import solutions
 from joinlab.events import (Check, EventSchema, Route, micros, moment, parse_events, parse_time, route_columns,
-                            route_of, valid_events, validate)
-from joinlab.in_memory import NEVER_LATE, EventTime, Tester, feed, out_ms
+                            routed, valid_events, validate)
+from joinlab.in_memory import NEVER_LATE, EventTime, Pipeline, Tester, feed, out_ms
 from joinlab.lookup import LookupResult, LookupService, LookupSettings
 
 TRANSACTIONS_TOPIC, SESSIONS_TOPIC, USERS_TOPIC = "money-transactions", "money-sessions", "money-users"
@@ -163,7 +163,7 @@ def services(bootstrap: str):
                     os.environ[name] = value
 
 
-class InMemory:
+class InMemory(Pipeline):
     """Stage 1 -> stage 2 -> lookup step through pyspark's TwsTester, keyed and chained as in
     `enrich`. The lookup service knows `sessions` (session_id -> SessionStarted event as on the
     topic); by default, as the real service reading the sessions topic, every session of the
@@ -186,9 +186,8 @@ class InMemory:
         out = []
         for record in records:
             for schema, e in valid_events([record], SCHEMAS):
-                entity, key = route_of(ROUTES, schema, e, "string")
-                fields = {name: e.get(name) for name in EVENT_COLUMNS}
-                fields.update(entity=entity, entity_key=key, kind=KINDS[schema.topic], t_us=micros(e["event_time"]),
+                fields = routed(ROUTES, schema, e, EVENT_COLUMNS, "string")
+                fields.update(kind=KINDS[schema.topic], t_us=micros(e["event_time"]),
                               src_partition=getattr(record, "partition", None),
                               src_offset=getattr(record, "offset", None))
                 out.append(Row(**fields))
@@ -226,11 +225,6 @@ class InMemory:
         self.clock.done(watermark, rows)
         return enrich_rows([r.asDict() for r in enriched], self._lookup)
 
-    def run(self, batches: list[list[Row]]) -> list[dict]:
-        """Every batch, then the no-data batch Spark runs when the watermark has moved."""
-        out = [row for rows in batches for row in self.batch(rows)]
-        return out + self.batch([])
-
     @staticmethod
     def dead_letters(out: list[dict]) -> dict:
         """tx_id (or session_id) -> the reason of its last dead letter."""
@@ -257,13 +251,8 @@ def parse_output(value: bytes) -> dict:
 def actual(records: list) -> dict[str, dict]:
     """tx_id -> its last record on the output topic (the changelog's current value), without
     `enriched_by`. A key lives in one partition, so the last one read is the last one written."""
-    views = {}
-    for record in records:
-        if record.topic == ENRICHED_TOPIC:
-            view = parse_output(record.value)
-            view.pop("enriched_by")
-            views[view["tx_id"]] = view
-    return views
+    views = [parse_output(r.value) for r in records if r.topic == ENRICHED_TOPIC]
+    return {v["tx_id"]: {name: value for name, value in v.items() if name != "enriched_by"} for v in views}
 
 
 def version(view: dict) -> tuple:

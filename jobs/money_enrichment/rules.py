@@ -14,16 +14,14 @@ STREAM, LOOKUP = "stream", "lookup"  # how a transaction got its session: from s
 
 
 def user_version_key(t_us: int, version: int) -> tuple[int, int]:
-    """The order of a user's updates: event time, then version. Two updates in the same
-    millisecond are both kept (state is keyed by version, not by timestamp) and the higher
-    version wins - the original keyed state by timestamp, and one overwrote the other."""
+    """The order of a user's updates: event time, then version: two updates in the same
+    millisecond are both kept (state is keyed by version, not by timestamp), the higher one wins."""
     return t_us, version
 
 
 def user_as_of(versions: list[tuple[int, int, dict]], t_us: int) -> dict | None:
     """The user valid at `t_us` from (t_us, version, fields) entries: the latest update at or
-    before it. 'At' counts: an update in the transaction's own millisecond applies (the original
-    compared with '<' and never applied it)."""
+    before it ('at' counts: an update in the transaction's own millisecond applies)."""
     valid = [entry for entry in versions if entry[0] <= t_us]
     return max(valid, key=lambda entry: user_version_key(entry[0], entry[1]))[2] if valid else None
 

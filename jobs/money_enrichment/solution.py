@@ -131,6 +131,3 @@ class SessionJoin(StatefulProcessor):
         self._store(key, state._replace(session=session, waiting=[tx for tx in state.waiting if tx not in late],
                                         seen=[tx for tx in state.seen if self._forget_ms(tx) > watermark]))
         return iter([self._to_lookup(tx, watermark) for tx in late])
-
-    def close(self) -> None:
-        pass

@@ -1,10 +1,7 @@
 """Tweet views: users ⋈ tweets keyed by author, whichever side arrives first.
 
-This module is the wiring: topics, parsing, keying both sides by author (ROUTES), and the sink.
-The join itself is a stateful processor taken from a solution module (joinlab.solutions): by
-default jobs/tweet_views/solution.py, or a candidate's exercises/tweet_views.py, through this same
-build(); `InMemory` chains it as the query does, through pyspark's TwsTester, for the unit tests
-and the interview grader.
+The wiring: topics, parsing, keying both sides by author (ROUTES), and the sink. The join is the
+processor of a solution module (joinlab.solutions); `InMemory` runs it without Spark.
 """
 from __future__ import annotations
 
@@ -19,8 +16,8 @@ from pyspark.sql import functions as F
 from joinlab import solutions
 from joinlab.config import duration_ms
 from joinlab.events import (Check, EventSchema, Route, micros, moment, parse_events, parse_time, route_columns,
-                            route_of, valid_events)
-from joinlab.in_memory import Tester, feed, last_by_version
+                            routed, valid_events)
+from joinlab.in_memory import Pipeline, Tester, feed, last_by_version
 
 USERS_TOPIC, TWEETS_TOPIC = "users", "tweets"
 VIEWS_TOPIC, DEAD_LETTERS_TOPIC = "tweet-views", "tweet-views-dlq"
@@ -76,7 +73,7 @@ def build(raw: DataFrame, solution: ModuleType | None = None) -> DataFrame:
     return out.unionByName(parsed.dead_letters)
 
 
-class InMemory:
+class InMemory(Pipeline):
     """join_views through pyspark's TwsTester, one micro-batch at a time: no Spark session."""
 
     def __init__(self, solution: ModuleType | None = None):
@@ -85,20 +82,12 @@ class InMemory:
 
     def rows(self, records) -> list[Row]:
         """Valid input records as join_views' rows."""
-        out = []
-        for schema, e in valid_events(records, [USERS, TWEETS]):
-            kind, _ = route_of(ROUTES, schema, e)
-            fields = dict.fromkeys(SIDE_COLUMNS)
-            fields.update({name: e[name] for name in SIDE_COLUMNS if name in e}, kind=kind,
-                          event_time=moment(micros(e["event_time"])))
-            out.append(Row(**fields))
-        return out
+        events = valid_events(records, [USERS, TWEETS])
+        sides = [routed(ROUTES, schema, e, SIDE_COLUMNS) for schema, e in events]
+        return [Row(**dict(side, event_time=moment(micros(side["event_time"])))) for side in sides]
 
     def batch(self, rows: list[Row]) -> list[Row]:
         return feed(self.views_processor, rows, lambda r: r.user_id)
-
-    def run(self, batches: list[list[Row]]) -> list[Row]:
-        return [out for rows in batches for out in self.batch(rows)]
 
     def views(self, out: list[Row]) -> dict:
         return last_by_version([r.asDict() for r in out], "tweet_id", version)

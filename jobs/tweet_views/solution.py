@@ -26,7 +26,7 @@ from typing import Iterator, NamedTuple
 from pyspark.sql import Row
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
-from joinlab.named_state import ddl
+from joinlab.named_state import ddl, load
 
 
 class User(NamedTuple):
@@ -70,14 +70,8 @@ class TweetViewsProcessor(StatefulProcessor):
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.author = handle.getValueState("author", ddl(Author))
 
-    def _stored(self) -> Author | None:
-        raw = self.author.get()
-        if raw is None:
-            return None
-        return Author(User(*raw[0]) if raw[0] is not None else None, [Tweet(*t) for t in raw[1]], raw[2])
-
     def handleInputRows(self, key, rows, timerValues) -> Iterator[Row]:
-        stored = self._stored()
+        stored = load(Author, self.author.get())
         user = stored.user if stored else None
         tweets = {t.tweet_id: t for t in stored.tweets} if stored else {}
         newest = utc(stored.newest) if stored else None
@@ -110,6 +104,3 @@ class TweetViewsProcessor(StatefulProcessor):
                 yield Row(tweet_id=tweet.tweet_id, tweet_version=tweet.version, text=tweet.text,
                           tweet_time=tweet.event_time, user_id=key[0], user_version=best.version, name=best.name,
                           handle=best.handle, user_time=best.event_time)
-
-    def close(self) -> None:
-        pass
