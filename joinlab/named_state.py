@@ -14,9 +14,10 @@ synchronous round trip to the JVM, so a key's state is best read and written who
 from __future__ import annotations
 
 import datetime
+import functools
 import types
 import typing
-from typing import Any, NamedTuple, TypeVar, get_args, get_origin, get_type_hints
+from typing import Any, Callable, NamedTuple, TypeVar, get_args, get_origin, get_type_hints
 
 _SQL = {int: "bigint", str: "string", float: "double", bool: "boolean", datetime.datetime: "timestamp",
         datetime.date: "date", bytes: "binary"}
@@ -54,26 +55,26 @@ def ddl(cls: type[NamedTuple]) -> str:
     return ", ".join(f"{name} {_sql(kind)}" for name, kind in get_type_hints(cls).items())
 
 
-def _convert(kind, value: Any) -> Any:
+@functools.lru_cache(maxsize=256)  # bounded: a long-lived Python worker may unpickle classes again
+def _converter(kind) -> Callable[[Any], Any] | None:
+    """How a stored value of `kind` becomes the Python one (nested structs come back as Rows), or
+    None where it is used as stored; worked out once per type, since `load` runs for every key read."""
     kind = _unoptional(kind)
-    if value is None:
-        return None
     if get_origin(kind) is list:
-        (item,) = get_args(kind)
-        return [_convert(item, v) for v in value]
+        item = _converter(get_args(kind)[0])
+        return item and (lambda value: None if value is None else [item(v) for v in value])
     if _is_named(kind):
-        return load(kind, value)
-    return value
+        fields = [_converter(k) for k in get_type_hints(kind).values()]
+        if not any(fields):
+            return lambda value: None if value is None else kind(*value)
+        fields = [f or (lambda v: v) for f in fields]
+        return lambda value: None if value is None else kind(*(f(v) for f, v in zip(fields, value)))
+    return None
 
 
 def load(cls: type[T], value: tuple | None) -> T | None:
     """`cls` from a stored value (nested structs come back as Rows), or None for no value."""
-    if value is None:
-        return None
-    kinds = get_type_hints(cls).values()
-    if all(_unoptional(kind) in _SQL for kind in kinds):
-        return cls(*value)  # no nested value to convert
-    return cls(*(_convert(kind, v) for kind, v in zip(kinds, value)))
+    return _converter(cls)(value)
 
 
 def grouping_key(key: tuple) -> tuple:
