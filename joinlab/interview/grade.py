@@ -30,6 +30,8 @@ def check(pattern: str, solution_file: Path, *, scenario_dir: Path | None = None
     except solutions.SolutionError as exc:
         return dict(report, error=str(exc), seconds=round(time.monotonic() - began, 1))
     # The held-back scenarios: hidden_dir/<module>/*.json, or hidden_dir/*.json itself.
+    if hidden_dir and not hidden_dir.is_dir():
+        raise SystemExit(f"--hidden {hidden_dir}: no such directory")
     held = hidden_dir / ex.module if hidden_dir and (hidden_dir / ex.module).is_dir() else hidden_dir
     found = fast.load_dir(scenario_dir or ex.scenarios()) + fast.load_dir(held, hidden=True)
     for scenario in found:
@@ -78,8 +80,6 @@ def lines(report: dict) -> list[str]:
 
 def main(args) -> int:
     ex = exercise(args.pattern)
-    if args.hidden and not args.hidden.is_dir():
-        raise SystemExit(f"--hidden {args.hidden}: no such directory")
     # The candidate's file of `make interview` (workspace/PATTERN/...), else the exercise's stub.
     packed = Path("workspace") / ex.pattern / f"{ex.module}.py"
     solution = args.solution or (packed if packed.is_file() else ex.stub())
