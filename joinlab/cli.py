@@ -205,10 +205,11 @@ def parser() -> argparse.ArgumentParser:
     tt.add_argument("--compact", action="store_true", help="each value on one line")
     t.set_defaults(func=cmd_topics)
 
+    # generate and compare hand every argument after PATTERN, --help too, to the pattern's own parser
     g = sub.add_parser("generate", help="produce a pattern's events (see `joinlab generate PATTERN --help`)",
-                       add_help=False)
+                       epilog="`joinlab generate PATTERN --help` lists the generator's flags.")
     g.add_argument("pattern", choices=names)
-    g.add_argument("rest", nargs=argparse.REMAINDER)
+    g.add_argument("rest", nargs=argparse.REMAINDER, help="the generator's flags")
     g.set_defaults(func=cmd_generate)
 
     r = sub.add_parser("run", help="run a pattern's job on live topics")
@@ -271,9 +272,10 @@ def parser() -> argparse.ArgumentParser:
     lab.set_defaults(func=cmd_lab)
 
     c = sub.add_parser("compare", help="a pattern's simpler designs against its job, on the same events "
-                                       "(see `joinlab compare car-pollution --help`)", add_help=False)
-    c.add_argument("pattern", choices=names)
-    c.add_argument("rest", nargs=argparse.REMAINDER)
+                                       "(see `joinlab compare car-pollution --help`)",
+                       epilog="`joinlab compare PATTERN --help` lists the comparison's flags.")
+    c.add_argument("pattern", choices=patterns.with_alternatives())
+    c.add_argument("rest", nargs=argparse.REMAINDER, help="the comparison's flags")
     c.set_defaults(func=cmd_compare)
 
     from joinlab.interview.cli import add_parser as add_interview

@@ -40,8 +40,13 @@ def alternatives(pattern: str) -> ModuleType:
     try:
         return importlib.import_module(f"references.{module_name(pattern)}_alternatives")
     except ModuleNotFoundError:
-        have = [p for p in PATTERNS if importlib.util.find_spec(f"references.{module_name(p)}_alternatives")]
-        raise SystemExit(f"{pattern} has no comparison of alternatives; these do: {', '.join(have)}") from None
+        raise SystemExit(f"{pattern} has no comparison of alternatives; these do: "
+                         f"{', '.join(with_alternatives())}") from None
+
+
+def with_alternatives() -> list[str]:
+    """The patterns that have a comparison of simpler designs, found without importing it."""
+    return [p for p in PATTERNS if importlib.util.find_spec(f"references.{module_name(p)}_alternatives")]
 
 
 def all_topics(pattern: str) -> list[str]:

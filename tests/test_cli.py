@@ -1,11 +1,38 @@
-"""The CLI's own wiring: pass-through help, and errors that say what to do."""
+"""The CLI's own wiring: help for every subcommand, pass-through help, and errors that say what to do."""
+import argparse
 import subprocess
 import sys
+
+import pytest
+
+from joinlab import cli
 
 
 def joinlab(*args, **kwargs):
     return subprocess.run([sys.executable, "-m", "joinlab", *args], capture_output=True, text=True, timeout=60,
                           **kwargs)
+
+
+def commands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    """Every command line that names a (sub)command of `parser`, nested ones too; for a command that
+    hands the rest of its line to a pattern's own parser (generate, compare), also each pattern."""
+    found = [path]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                found += commands(sub, (*path, name))
+    positionals = [a for a in parser._actions if not a.option_strings]
+    if positionals and positionals[-1].nargs == argparse.REMAINDER:
+        found += [(*path, choice) for choice in positionals[0].choices]
+    return found
+
+
+@pytest.mark.parametrize("command", commands(cli.parser()), ids=lambda c: " ".join(c) or "joinlab")
+def test_every_command_prints_its_help(command, capsys):
+    with pytest.raises(SystemExit) as done:
+        cli.main([*command, "--help"])
+    out = capsys.readouterr().out
+    assert done.value.code in (0, None) and "usage:" in out, f"joinlab {' '.join(command)} --help: {out}"
 
 
 def test_compare_and_generate_hand_their_help_to_their_own_parsers():
