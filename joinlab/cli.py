@@ -132,10 +132,13 @@ def cmd_state(args) -> int:
         print(f"joinlab state: no state in {checkpoint}; run the job first (`joinlab run {args.pattern}`), "
               "or pass --checkpoint DIR", file=sys.stderr)
         return 2
+    from joinlab.job import state_variables
     from joinlab.spark import session
-    from joinlab.state import describe
-    spark = session(f"state-{args.pattern}")
+    from joinlab.state import describe, refuse_unknown
     try:
+        if held := state_variables(checkpoint):  # a --var that is not there: said before Spark starts
+            refuse_unknown(args.var, held, checkpoint)
+        spark = session(f"state-{args.pattern}")
         print("\n".join(describe(spark, checkpoint, args.limit, args.var)))
     except ValueError as exc:
         print(f"joinlab state: {exc}", file=sys.stderr)
@@ -235,7 +238,8 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("state", help="print a job's state from its checkpoint (Spark's state data source)")
     s.add_argument("pattern", choices=names)
     s.add_argument("--checkpoint", help="checkpoint directory (default: $LAB_HOME/checkpoints/PATTERN)")
-    s.add_argument("--var", action="append", help="only this state variable (repeatable), e.g. --var waiting")
+    s.add_argument("--var", action="append", help="only this state variable (repeatable), e.g. --var joining; "
+                                                  "the pattern page's State section lists them")
     s.add_argument("--limit", type=int, default=10, help="rows shown per state variable (default 10)")
     s.set_defaults(func=cmd_state)
 

@@ -76,23 +76,31 @@ def read(spark, checkpoint: str, var: str | None = None, operator_id: int = 0, b
     return df.select(*columns).toPandas()
 
 
+def refuse_unknown(only: list[str] | None, held: set[str], checkpoint: str) -> None:
+    """Raise ValueError, naming the state variables `checkpoint` holds, if `only` names another."""
+    held = {name for name in held if not name.startswith("$")}  # $...: Spark's own (timers)
+    if unknown := [name for name in only or [] if name not in held]:
+        raise ValueError(f"no state variable named {', '.join(unknown)} in {checkpoint}; "
+                         f"it holds: {', '.join(sorted(held)) or 'none'}")
+
+
 def describe(spark, checkpoint: str, limit: int = 10, only: list[str] | None = None) -> list[str]:
     """Printable lines: every state variable of every transformWithState operator (or those named
-    in `only`), its row count and its first `limit` rows."""
-    lines = []
+    in `only`, each of which must exist), its row count and its first `limit` rows."""
     ops = _operators(spark, checkpoint).sort_values("operatorId", ascending=False)  # the first stage first
-    for op, name, props, batch in zip(ops["operatorId"], ops["operatorName"], ops["operatorProperties"],
-                                      ops["maxBatchId"]):
-        for var in declared(props):
-            if var["name"].startswith("$") or (only and var["name"] not in only):
-                continue  # $...: Spark's own (timers), not readable as state variables
-            rows = read(spark, checkpoint, var["name"], int(op))
-            lines.append(f"operator {op} ({name}), {var['name']} ({var['type']}): {len(rows)} rows "
-                         f"as of batch {batch}")
-            if len(rows):
-                lines += ["  " + line for line in rows.head(limit).to_string(index=False).splitlines()]
-                if len(rows) > limit:
-                    lines.append(f"  ... {len(rows) - limit} more")
-    if only and not lines:
-        raise ValueError(f"no state variable named {', '.join(only)} in {checkpoint}")
+    variables = [(op, name, var, batch) for op, name, props, batch in zip(
+        ops["operatorId"], ops["operatorName"], ops["operatorProperties"], ops["maxBatchId"])
+        for var in declared(props) if not var["name"].startswith("$")]  # $...: Spark's own, not readable
+    refuse_unknown(only, {var["name"] for _, _, var, _ in variables}, checkpoint)
+    lines = []
+    for op, name, var, batch in variables:
+        if only and var["name"] not in only:
+            continue
+        rows = read(spark, checkpoint, var["name"], int(op))
+        lines.append(f"operator {op} ({name}), {var['name']} ({var['type']}): {len(rows)} rows "
+                     f"as of batch {batch}")
+        if len(rows):
+            lines += ["  " + line for line in rows.head(limit).to_string(index=False).splitlines()]
+            if len(rows) > limit:
+                lines.append(f"  ... {len(rows) - limit} more")
     return lines

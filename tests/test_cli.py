@@ -45,3 +45,43 @@ def test_compare_and_generate_hand_their_help_to_their_own_parsers():
 def test_an_unknown_pattern_lists_the_known_ones():
     done = joinlab("demo", "no-such-pattern")
     assert done.returncode == 2 and "tweet-views" in done.stderr
+
+
+def _checkpoint(path, *operators: list[str]) -> str:
+    """A checkpoint whose transformWithState operators declare the state names `operators`."""
+    import json
+    for op, names in enumerate(operators):
+        meta = path / "state" / str(op) / "_metadata" / "v2"
+        meta.mkdir(parents=True)
+        props = json.dumps({"stateVariables": [{"stateName": n, "stateVariableType": "ValueState"} for n in names]})
+        (meta / "3").write_text("v2\n" + json.dumps({"operatorPropertiesJson": props}) + "\n")
+    return str(path)
+
+
+def test_state_refuses_a_var_the_checkpoint_does_not_hold_and_names_those_it_does(tmp_path, monkeypatch, capsys):
+    import joinlab.spark
+    monkeypatch.setattr(joinlab.spark, "session", lambda *a, **k: pytest.fail("Spark started for a wrong --var"))
+    checkpoint = _checkpoint(tmp_path, ["users", "txs"], ["joining", "$procTimers_keyToTimestamp"])
+    assert cli.main(["state", "money-enrichment", "--checkpoint", checkpoint,
+                     "--var", "joining", "--var", "waiting"]) == 2
+    err = capsys.readouterr().err
+    assert "no state variable named waiting" in err and "it holds: joining, txs, users" in err
+
+
+def test_describe_refuses_a_var_no_operator_declares_before_reading_any(monkeypatch):
+    import json
+
+    import pandas as pd
+
+    from joinlab import state
+    props = [json.dumps({"stateVariables": [{"stateName": n, "stateVariableType": "ValueState"} for n in names]})
+             for names in (["users", "txs"], ["joining"])]
+    operators = pd.DataFrame({"operatorId": [0, 1], "operatorName": ["tws", "tws"], "operatorProperties": props,
+                              "maxBatchId": [4, 4]})
+    monkeypatch.setattr(state, "_operators", lambda spark, checkpoint: operators)
+    monkeypatch.setattr(state, "read", lambda *a, **k: pytest.fail("read state before refusing a wrong name"))
+    with pytest.raises(ValueError, match="named waiting in cp; it holds: joining, txs, users"):
+        state.describe(None, "cp", only=["joining", "waiting"])
+    monkeypatch.setattr(state, "read", lambda spark, checkpoint, var, op: pd.DataFrame({"key": [var]}))
+    shown = state.describe(None, "cp", only=["joining"])
+    assert shown[0] == "operator 1 (tws), joining (ValueState): 1 rows as of batch 4" and len(shown) == 3
