@@ -74,7 +74,7 @@ broker-status: install ## Show whether the embedded broker runs, where, and its 
 verify: install ## Verify PATTERN's output topic against its batch reference
 	$(LAB) verify $(PATTERN)
 
-up: install ## Start the lab: Docker Compose if Docker runs (ARGS="--scale spark-worker=2"), else up-native
+up: install ## Start the lab: Docker Compose if usable (Compose v2, base images here or pullable; ARGS="--scale spark-worker=2"), else up-native
 	@bash scripts/compose-up.sh $(ARGS); status=$$?; \
 	if [ $$status -eq 0 ]; then mkdir -p "$${LAB_HOME:-.lab}" && echo compose > "$${LAB_HOME:-.lab}/stack"; \
 	elif [ $$status -eq 3 ]; then echo "make up: falling back to the same lab as local processes (make up-native)"; \
