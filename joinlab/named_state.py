@@ -104,14 +104,15 @@ class KeyState:
         self._timers: dict = {}  # grouping key -> its timer registered now (the firing one is going)
 
     def get(self, key: tuple, timer_values, expired=None) -> T:
-        """The key's value (asking first: a get() of an absent value logs a warning). `expired`:
+        """The key's value, `empty` for a new key. `expired`:
         the ExpiredTimerInfo of the timer firing now, which Spark deletes after the call."""
         batch = (timer_values.getCurrentProcessingTimeInMs(), timer_values.getCurrentWatermarkInMs())
         if batch != self._batch:
             self._batch, self._stored, self._timers = batch, {}, {}
         key = grouping_key(key)
         if key not in self._stored:
-            self._stored[key] = load(self.cls, self.state.get()) if self.state.exists() else self.empty
+            stored = load(self.cls, self.state.get())
+            self._stored[key] = self.empty if stored is None else stored
             self._timers[key] = self._stored[key].timer
         if expired is not None and self._timers[key] == expired.getExpiryTimeInMs():
             self._timers[key] = None  # deleted by Spark, not by us

@@ -339,6 +339,6 @@ def test_each_stage_makes_the_same_state_calls_per_key_and_batch_however_many_ev
     for stage in ("gate", "coupons", "draw"):
         assert many[stage] == one[stage], stage
     # the draw: its key's entries read once, written once, one timer; then read, cleared as it fires
-    assert one["draw"] == {"(framework) setImplicitKey": 2, "entries.exists": 2, "entries.get": 1,
+    assert one["draw"] == {"(framework) setImplicitKey": 2, "entries.get": 2,
                            "entries.update": 1, "entries.clear": 1, "registerTimer": 1,
                            "(framework) deleteTimer": 1}

@@ -58,7 +58,7 @@ class CarMovesProcessor(StatefulProcessor):
                 yield op_row(READING, r.zone_id, reading_seq=r.seq, pollution_level=r.pollution_level,
                           reading_time=r.event_time)
             return
-        stored = load(Car, self.car.get()) if self.car.exists() else None  # asking first: an absent get() warns
+        stored = load(Car, self.car.get())  # None for a new car
         latest = max(rows, key=lambda r: r.seq)
         if stored is not None and latest.seq <= stored.seq:
             return  # stale or duplicate
@@ -79,7 +79,7 @@ class ZoneCarsProcessor(StatefulProcessor):
 
     def handleInputRows(self, key, rows, timerValues) -> Iterator[Row]:
         zone_id = key[0]
-        reading = load(Reading, self.reading.get()) if self.reading.exists() else None
+        reading = load(Reading, self.reading.get())
         reading_changed, added, removed = False, {}, []
         for r in rows:
             if r.op == READING:

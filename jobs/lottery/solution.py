@@ -201,7 +201,7 @@ class Coupons(_EventTimeBuffer):
     def decide(self, key, events: list[dict], watermark_ms: int) -> Iterator[Row]:
         if not events:
             return
-        stored = self.coupons.get() if self.coupons.exists() else None
+        stored = self.coupons.get()
         coupons = before = CouponCount(*stored).coupons if stored else 0
         for event in events:
             if event["type"] == BOUGHT:
