@@ -126,16 +126,18 @@ class Skew:
 # --- Spark ----------------------------------------------------------------------------------
 
 def _reason(schema: EventSchema, skew: Skew) -> Column:
-    """The first rule the record breaks, or NULL when it is valid (typed fields are columns here)."""
+    """The first rule the record breaks, or NULL when it is valid. Typed fields are columns here, and
+    so is each field's JSON type (`_json_type`), worked out once per record for every rule that asks."""
     rules: list[tuple[Column, str]] = [(F.col("_value").isNull() | (F.length("_value") == 0), EMPTY),
                                        (F.col("_v").isNull(), MALFORMED),
-                                       (~F.expr("schema_of_variant(_v)").startswith("OBJECT"), NOT_OBJECT)]
+                                       # valid JSON whose first character is "{" is an object
+                                       (F.expr(r"left(trim(LEADING ' \t\n\r' FROM _value), 1) != '{'"), NOT_OBJECT)]
     for name, kind in schema.fields.items():
-        json_type = F.expr(f"schema_of_variant(try_variant_get(_v, '$.{name}', 'variant'))")
+        json_type = F.col(_json_type(name))
         is_missing = json_type.isNull() | (json_type == "VOID")
         if name not in schema.optional:
             rules.append((is_missing, missing(name)))
-        wrong = ~F.split(json_type, r"\(")[0].isin(*_JSON_TYPES[kind]) | F.col(name).isNull()
+        wrong = ~json_type.isin(*_JSON_TYPES[kind]) | F.col(name).isNull()
         rules.append((~is_missing & wrong, invalid(name, kind)))
     for check in schema.checks:
         rules.append((~F.coalesce(F.expr(check.sql), F.lit(False)), check.reason))
@@ -143,6 +145,12 @@ def _reason(schema: EventSchema, skew: Skew) -> Column:
         too_late = F.unix_micros(F.col(EVENT_TIME)) > (F.unix_millis(F.col("_produced")) + F.lit(skew.ms)) * 1000
         rules.append((F.coalesce(too_late, F.lit(False)), skew.reason))
     return F.coalesce(*[F.when(condition, F.lit(reason)) for condition, reason in rules])
+
+
+def _json_type(name: str) -> str:
+    """The column holding field `name`'s JSON type as `schema_of_variant` names it, without its
+    precision ("DECIMAL(3,1)" -> "DECIMAL"); NULL when the field is absent."""
+    return f"_json_type_{name}"
 
 
 def _field_types(schemas: list[EventSchema]) -> dict[str, str]:
@@ -160,33 +168,49 @@ class Parsed:
     dead_letters: DataFrame  # Kafka-sink rows: topic, key, value
 
 
-def parse_events(raw: DataFrame, schemas: list[EventSchema], dead_letter_topic: str, job: str) -> Parsed:
+def parse_events(raw: DataFrame, schemas: list[EventSchema], dead_letter_topic: str, job: str,
+                 key: dict[str, Column] | None = None) -> Parsed:
     """Split raw Kafka rows (the connector's columns) into typed events and dead letters.
 
-    Why one `events` frame for all topics instead of one per topic: every branch of a streaming
-    plan scans the source again, so a pattern that keeps its inputs in one frame reads Kafka twice
-    per micro-batch (events and dead letters), not once per topic and outcome."""
+    `key`: the columns the job's first stage groups by (name -> expression over the events' columns),
+    added to every event. Why: a streaming plan reads its source once for every branch that uses it,
+    and the two outputs here are two branches. With `key`, both read one shuffle, hash-partitioned by
+    those columns: Kafka is read and each record parsed once per micro-batch, and the first stage finds
+    its rows partitioned as its grouping needs, so it adds no shuffle of its own. Without it (a batch
+    frame, a test), each output reads `raw` itself."""
     types = _field_types(schemas)
     skew = Skew.configured()
-    typed = [F.when(F.col("_topic").isin(*[s.topic for s in schemas if name in s.fields]),
-                    F.expr(f"try_variant_get(_v, '$.{name}', '{kind}')")).alias(name) for name, kind in types.items()]
+    fields = [F.expr(f"try_variant_get(_v, '$.{name}', 'variant')").alias(f"_json_{name}") for name in types]
+    typed = [F.when(F.col("topic").isin(*[s.topic for s in schemas if name in s.fields]),
+                    F.expr(f"try_variant_get(_json_{name}, '$', '{kind}')")).alias(name)
+             for name, kind in types.items()]
+    json_types = [F.split(F.expr(f"schema_of_variant(_json_{name})"), r"\(")[0].alias(_json_type(name))
+                  for name in types]
     reason = F.lit(UNEXPECTED_TOPIC)
     for schema in reversed(schemas):
-        reason = F.when(F.col("_topic") == schema.topic, _reason(schema, skew)).otherwise(reason)
+        reason = F.when(F.col("topic") == schema.topic, _reason(schema, skew)).otherwise(reason)
     checked = (raw.select(F.col("key").alias("_key"), F.col("value").cast("string").alias("_value"),
-                          F.col("value").alias("_raw"), F.col("topic").alias("_topic"),
-                          F.col("partition").alias("_partition"), F.col("offset").alias("_offset"),
-                          F.col("timestamp").alias("_produced"),
+                          F.col("value").alias("_raw"), "topic", F.col("partition").alias("source_partition"),
+                          F.col("offset").alias("source_offset"), F.col("timestamp").alias("_produced"),
                           # explode(array(x)) is one row per record, but a barrier: without it Spark
                           # pushes the validity filter below the parse and parses each record once per rule
                           F.explode(F.array(F.expr("try_parse_json(CAST(value AS STRING))"))).alias("_v"))
-               .select("*", *typed).withColumn("_reason", reason))
-    events = checked.where(F.col("_reason").isNull()).select(
-        F.col("_topic").alias("topic"), *types, F.col("_partition").alias("source_partition"),
-        F.col("_offset").alias("source_offset"))
+               .select("*", *fields).select("*", *typed, *json_types).withColumn("_reason", reason))
+    letter_columns = ["_key", "_value", "_raw", "_reason"]
+    key = key or {}
+    event_columns = [c for c in ["topic", *types, "source_partition", "source_offset"] if c not in key]
+    if key:
+        # One struct through the shuffle, unpacked by a generator on the other side: each output then
+        # needs all of it, so Spark cannot trim the two reads apart and plans the second as a reuse
+        # of the first. A record's raw bytes cross the shuffle only when it is a dead letter.
+        is_letter = F.col("_reason").isNotNull()
+        row = F.struct(*event_columns, *[F.when(is_letter, F.col(c)).alias(c) for c in letter_columns])
+        checked = (checked.select(*[column.alias(name) for name, column in key.items()], row.alias("_row"))
+                   .repartition(*key).select(*key, F.explode(F.array("_row")).alias("_row")).select(*key, "_row.*"))
+    events = checked.where(F.col("_reason").isNull()).select(*key, *event_columns)
     letter = F.to_json(F.struct(F.lit(job).alias("job"), F.col("_reason").alias("reason"),
-                                F.col("_topic").alias("source_topic"), F.col("_partition").alias("source_partition"),
-                                F.col("_offset").alias("source_offset"), F.col("_key").cast("string").alias("key"),
+                                F.col("topic").alias("source_topic"), "source_partition", "source_offset",
+                                F.col("_key").cast("string").alias("key"),
                                 F.col("_value").alias("value"), F.base64("_raw").alias("value_base64")))
     dead = checked.where(F.col("_reason").isNotNull()).select(
         F.lit(dead_letter_topic).alias("topic"), F.col("_key").cast("string").alias("key"), letter.alias("value"))

@@ -2,8 +2,7 @@
 
 Every number comes from the batch's StreamingQueryProgress, so watching costs the job nothing.
 Records in per topic are the source's end minus start offsets, not numInputRows: that counts a
-source once per scan (a job reading its input as events and as dead letters scans it twice) and
-sums its topics. Records out per topic, dead letters among them, are counted by Spark's `observe`
+source once per scan (a plan with two branches over a source may scan it twice) and sums its topics. Records out per topic, dead letters among them, are counted by Spark's `observe`
 (`observed(job)`) as the rows pass on to the sink, in the same scan: the sink's own
 `numOutputRows` sums all topics, and is -1 for the Python sink.
 """

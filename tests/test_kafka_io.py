@@ -100,3 +100,26 @@ def test_a_recreated_topic_fails_loudly_in_one_line_or_carries_on_from_what_exis
 
     assert _copy_in_to_out(spark, bootstrap, checkpoint, fail_on_data_loss=False).exception() is None
     assert len(read_topics(bootstrap, ["out"])) == before  # nothing past the checkpoint's offsets yet
+
+
+@pytest.mark.parametrize("pattern", ["tweet-views", "car-pollution", "lottery", "money-enrichment"])
+def test_each_pattern_reads_each_kafka_record_once_per_micro_batch(spark, bootstrap, tmp_path, pattern):
+    """Valid events and dead letters are two branches of a job's plan; both read one shuffle
+    (joinlab.events.parse_events), so Spark's count of rows read from the source is the number of
+    records the batch took from Kafka, not twice it."""
+    from joinlab import job as runner
+    from joinlab import patterns
+    from joinlab.status import observed, offset_spans
+    from tests.conftest import run_job_to_end
+    patterns.generator(pattern).main(["--count", "300", "--seed", "7", "--malformed", "0.05",
+                                      "--bootstrap", bootstrap, "--no-progress"])
+    job = patterns.job(pattern)
+    with runner.services(job, bootstrap):
+        query = run_job_to_end(spark, observed(job), bootstrap, tmp_path / "checkpoint", max_offsets_per_trigger=150)
+    batches = [p for p in map(json.loads, (p.json for p in query.recentProgress)) if p["numInputRows"]]
+    assert len(batches) >= 2
+    for p in batches:
+        taken = sum(sum(offset_spans(source).values()) for source in p["sources"])
+        assert p["numInputRows"] == taken, p["sources"]
+    letters = read_topics(bootstrap, [job.DEAD_LETTERS_TOPIC])
+    assert letters, "the dead-letter branch ran"

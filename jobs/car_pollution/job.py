@@ -1,7 +1,7 @@
 """Car pollution: a one-to-many join (many cars in one zone) that stays right while cars move.
 
-The wiring: stage 1 keyed by car (readings pass through it, keyed by zone: one frame of all events
-scans the Kafka source once, joinlab.events.parse_events), stage 2 keyed by zone, and the sink.
+The wiring: stage 1 keyed by car (readings pass through it, keyed by zone: all events in one frame,
+keyed by joinlab.events.parse_events), stage 2 keyed by zone, and the sink.
 The processors come from a solution module (joinlab.solutions); `InMemory` runs them without Spark.
 """
 from __future__ import annotations
@@ -62,15 +62,15 @@ def join_cars_to_zones(events: DataFrame, solution: ModuleType | None = None) ->
     """The core of the pattern: car moves keyed by car, then cars and readings keyed by zone,
     through the solution's two processors."""
     stages = solutions.of(SOLUTION, PROCESSORS, solution)
-    entity, entity_id = route_columns(ROUTES)
-    keyed = events.select(entity.alias("entity"), entity_id.alias("entity_id"), *EVENT_COLUMNS[2:])
+    keyed = events.select(*EVENT_COLUMNS)  # entity, entity_id: keyed by parse_events
     ops = keyed.groupBy("entity", "entity_id").transformWithState(stages.CarMovesProcessor(), OP, "Append", "None")
     return ops.groupBy("zone_id").transformWithState(stages.ZoneCarsProcessor(), VIEW, "Append", "None")
 
 
 def build(raw: DataFrame, solution: ModuleType | None = None) -> DataFrame:
     """Raw Kafka rows in, Kafka sink rows (topic, key, value) out: car views and dead letters."""
-    parsed = parse_events(raw, [ARRIVALS, READINGS], DEAD_LETTERS_TOPIC, job="car-pollution")
+    parsed = parse_events(raw, [ARRIVALS, READINGS], DEAD_LETTERS_TOPIC, job="car-pollution",
+                          key=dict(zip(("entity", "entity_id"), route_columns(ROUTES))))
     views = join_cars_to_zones(parsed.events, solution)
     value = F.to_json(F.struct(*views.columns), {"ignoreNullFields": "false"})  # VIEW's columns
     out = views.select(F.lit(OUTPUT_TOPIC).alias("topic"), F.col("car_id").cast("string").alias("key"),

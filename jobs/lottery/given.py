@@ -7,7 +7,7 @@ Three transformWithState stages, each keyed by the id its rule needs:
      window's end, the seeded draw names the winner (here: it is given, in the exercise too).
 
 Every stage emits one row shape (FLOW, joinlab.flow); rows a stage does not own (entity "pass":
-rejections) go through it unchanged, so the query scans its source once and each stage has one input.
+rejections) go through it unchanged, so the query has one input and one output and each stage one input.
 """
 from __future__ import annotations
 

@@ -64,8 +64,7 @@ def decide(events: DataFrame, seed: int, watermark_delay_ms: int, solution: Modu
     metadata), so it sees a late event and rejects it with a reason; the watermark still advances."""
     stages = solutions.of(SOLUTION, PROCESSORS, solution)
     timed = events.withWatermark("event_time", f"{watermark_delay_ms} milliseconds")
-    entity, entity_id = route_columns(ROUTES)
-    keyed = timed.select(entity.alias("entity"), entity_id.alias("entity_id"), "event_id", "type",
+    keyed = timed.select("entity", "entity_id", "event_id", "type",  # keyed by parse_events
                          F.unix_micros("event_time").alias("t_us"), "lottery_id", "user_id", "amount")
     gated = keyed.select(*EVENT_COLUMNS).groupBy("entity", "entity_id").transformWithState(
         stages.LotteryGate(), FLOW, "Append", "EventTime", eventTimeColumnName="out_time")
@@ -93,7 +92,8 @@ def build(raw: DataFrame, solution: ModuleType | None = None) -> DataFrame:
     """Raw Kafka rows in, Kafka sink rows (topic, key, value) out: winners, rejections, dead letters.
     The seed and the watermark delay are read from the environment here ($LOTTERY_SEED,
     $LOTTERY_WATERMARK_DELAY; see jobs/lottery/rules.py)."""
-    parsed = parse_events(raw, [LOTTERY_EVENTS, USER_EVENTS], DEAD_LETTERS_TOPIC, job="lottery")
+    parsed = parse_events(raw, [LOTTERY_EVENTS, USER_EVENTS], DEAD_LETTERS_TOPIC, job="lottery",
+                          key=dict(zip(("entity", "entity_id"), route_columns(ROUTES))))
     config = settings()
     outcomes = decide(parsed.events, config.seed, config.watermark_delay_ms, solution)
     return to_kafka_rows(outcomes).unionByName(parsed.dead_letters)

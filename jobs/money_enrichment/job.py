@@ -69,11 +69,10 @@ def keyed(events: DataFrame, config: Settings) -> DataFrame:
     The stages get the event time as plain microseconds (t_us carries no watermark metadata), so a
     late transaction reaches them and is looked up; the watermark still advances."""
     timed = events.withWatermark("event_time", f"{config.watermark_delay_ms} milliseconds")
-    entity, entity_key = route_columns(ROUTES, "string")
     kind = F.lit(None)
     for topic, name in KINDS.items():
         kind = F.when(F.col("topic") == topic, name).otherwise(kind)
-    return timed.select(entity.alias("entity"), entity_key.alias("entity_key"),
+    return timed.select("entity", "entity_key",  # keyed by parse_events
                         kind.alias("kind"), "tx_id", "user_id", "session_id", "amount",
                         "currency", "type", F.unix_micros("event_time").alias("t_us"),
                         F.col("source_partition").cast("bigint").alias("src_partition"),
@@ -136,7 +135,8 @@ def build(raw: DataFrame, solution: ModuleType | None = None) -> DataFrame:
     """Raw Kafka rows in, Kafka sink rows (topic, key, value) out: enriched transactions and dead
     letters. Settings come from the environment here (jobs/money_enrichment/rules.py, and the
     lookup client's MONEY_LOOKUP_*), read once on the driver."""
-    parsed = parse_events(raw, SCHEMAS, DEAD_LETTERS_TOPIC, job="money-enrichment")
+    parsed = parse_events(raw, SCHEMAS, DEAD_LETTERS_TOPIC, job="money-enrichment",
+                          key=dict(zip(("entity", "entity_key"), route_columns(ROUTES, "string"))))
     config = settings()
     users = users_snapshot(raw.sparkSession, config.users_snapshot) if config.users_snapshot else None
     flows = enrich(parsed.events, config, LookupSettings.from_env(), users, solution)

@@ -51,16 +51,18 @@ VIEW = ("tweet_id bigint, tweet_version bigint, text string, tweet_time timestam
 
 
 def join_views(events: DataFrame, solution: ModuleType | None = None) -> DataFrame:
-    """The core of the pattern: both sides grouped by author, through the solution's processor."""
+    """The core of the pattern: both sides grouped by author (`user_id`, keyed by parse_events),
+    through the solution's processor."""
     processor = solutions.of(SOLUTION, PROCESSORS, solution).TweetViewsProcessor
-    kind, author = route_columns(ROUTES)
+    kind, _ = route_columns(ROUTES)
     sides = events.select(kind.alias("kind"), *SIDE_COLUMNS[1:])
-    return sides.groupBy(author.alias("user_id")).transformWithState(processor(retention()), VIEW, "Append", "None")
+    return sides.groupBy("user_id").transformWithState(processor(retention()), VIEW, "Append", "None")
 
 
 def build(raw: DataFrame, solution: ModuleType | None = None) -> DataFrame:
     """Raw Kafka rows in, Kafka sink rows (topic, key, value) out: views and dead letters."""
-    parsed = parse_events(raw, [USERS, TWEETS], DEAD_LETTERS_TOPIC, job="tweet-views")
+    parsed = parse_events(raw, [USERS, TWEETS], DEAD_LETTERS_TOPIC, job="tweet-views",
+                          key={"user_id": route_columns(ROUTES)[1]})
     views = join_views(parsed.events, solution)
     value = F.to_json(F.struct(
         "tweet_id",
