@@ -27,6 +27,10 @@ STATE_STORE_CONF = {"spark.sql.streaming.stateStore.rocksdb.changelogCheckpointi
 CHECKPOINT_FILES = "spark.sql.streaming.checkpointFileManagerClass"
 CHECKPOINT_FILES_CONF = {CHECKPOINT_FILES: "org.apache.spark.sql.execution.streaming.checkpointing."
                                            "FileSystemBasedCheckpointFileManager"}
+# HotSpot never compiles a method of more than 8,000 bytes of bytecode: it stays interpreted. The
+# code Spark generates for parsing (joinlab.events) is such a method, so without this every record
+# would be parsed by the interpreter (docs/benchmarks.md).
+JVM_OPTIONS = "-XX:-DontCompileHugeMethods"
 
 
 def spark_master() -> str:
@@ -44,7 +48,7 @@ def session(app_name: str = "stream-join-lab", **conf: str) -> SparkSession:
     driver_host = os.environ.get("LAB_DRIVER_HOST", "127.0.0.1")  # a container name in Compose
     bind = "127.0.0.1" if driver_host == "127.0.0.1" else "0.0.0.0"
     os.environ.setdefault("SPARK_LOCAL_IP", bind)
-    log_options = logs.java_options(lab_home())
+    java_options = f"{logs.java_options(lab_home())} {JVM_OPTIONS}"
     builder = (SparkSession.builder.appName(app_name).master(spark_master())
                .config("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
                .config("spark.sql.shuffle.partitions", str(shuffle_partitions()))
@@ -55,8 +59,9 @@ def session(app_name: str = "stream-join-lab", **conf: str) -> SparkSession:
                .config("spark.driver.host", driver_host)
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.chunkBase64String.enabled", "false")
-               .config("spark.driver.extraJavaOptions", log_options)
-               .config("spark.executor.extraJavaOptions", log_options)
+               .config("spark.python.daemon.module", "joinlab.pyworkers")
+               .config("spark.driver.extraJavaOptions", java_options)
+               .config("spark.executor.extraJavaOptions", java_options)
                .config(map={**connector_conf(), **conf}))
     starts_jvm = SparkContext._active_spark_context is None
     with logs.filter_stderr() if starts_jvm else contextlib.nullcontext():

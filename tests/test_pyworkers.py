@@ -1,0 +1,17 @@
+"""Spark's Python workers start from the lab's daemon (joinlab.pyworkers), on real Spark."""
+import pytest
+
+pytestmark = pytest.mark.spark
+
+
+def test_python_workers_import_pyspark_from_its_files_with_their_modules_already_imported(spark):
+    import pyspark
+
+    def found(_):
+        import sys
+
+        import pyspark
+        yield pyspark.__file__, "pandas" in sys.modules, "pyspark.worker" in sys.modules
+    seen = spark.sparkContext.parallelize([0, 1], 2).mapPartitions(found).collect()
+    # not .../pyspark.zip/pyspark/__init__.py, compiled again by every new worker
+    assert seen == [(pyspark.__file__, True, True)] * 2
