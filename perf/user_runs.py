@@ -1,0 +1,145 @@
+"""What a user gets: tweet views through `joinlab run --json` in a fresh process, as a workshop, a
+notebook user or the grader starts it, for one or more lab checkouts in alternation (before and
+after a change), and beside them the same job with a JVM processor, the yardstick in
+../shared/peers/spark_jvm_tweet_views, when its jar is built.
+
+    python -m perf.user_runs --lab ../before --lab . --rounds 3
+
+Per phase one embedded broker and one set of seeded events; every run reads them from the start
+with a fresh checkpoint and the output topics emptied, `SPARK_MASTER=local[2]`, and is verified
+with `joinlab verify tweet-views`. Per run: the seconds from the command's start to its first
+status line, its first batch, the median batch after the first (tiny phase) and the rate over the
+batches of >= 10,000 records after the first (steady phase).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+PEER = Path(__file__).resolve().parents[2] / "shared" / "peers" / "spark_jvm_tweet_views"
+PEER_JAR = PEER / "target" / "spark-jvm-tweet-views.jar"
+
+
+def summary(lines: list[tuple[float, dict]]) -> dict:
+    """(seconds after the start, status line as JSON) of one run -> its figures."""
+    if not lines:
+        return {"first_line_s": None}
+    later = [status for _, status in lines[1:]]
+    steady = [s for s in later if sum(s["records_in"].values()) >= 10_000]
+    records = sum(sum(s["records_in"].values()) for s in steady)
+    seconds = sum(s["duration_s"] for s in steady)
+    return {"first_line_s": round(lines[0][0], 1), "first_batch_s": lines[0][1]["duration_s"],
+            "median_batch_ms": round(statistics.median(s["duration_s"] for s in later) * 1000) if later else None,
+            "steady_rate": round(records / seconds) if seconds else None, "batches": len(lines)}
+
+
+def run(command: list[str], cwd: Path, env: dict) -> tuple[list[tuple[float, dict]], int]:
+    """Run `command`; every JSON status line it prints with the seconds since the start."""
+    start = time.monotonic()
+    lines = []
+    with subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                          text=True) as process:
+        for line in process.stdout:
+            if line.startswith("{"):
+                lines.append((time.monotonic() - start, json.loads(line)))
+    return lines, process.returncode
+
+
+def lab_command(lab: Path, per_trigger: int, checkpoint: str) -> list[str]:
+    return [str(lab / ".venv/bin/joinlab"), "run", "tweet-views", "--available-now", "--reset",
+            "--max-offsets-per-trigger", str(per_trigger), "--json", "--checkpoint", checkpoint]
+
+
+def peer_command(lab: Path, per_trigger: int, checkpoint: str, bootstrap: str) -> list[str]:
+    """The JVM job, with the lab's session settings and connector jars (as the peer's run.sh)."""
+    import pyspark
+    from joinlab import config, jars, logs
+    from joinlab import spark as lab_spark
+    conf = {"spark.sql.streaming.stateStore.providerClass": lab_spark.ROCKSDB,
+            "spark.sql.shuffle.partitions": str(config.shuffle_partitions()),
+            **lab_spark.STATE_STORE_CONF, **lab_spark.CHECKPOINT_FILES_CONF, "spark.sql.session.timeZone": "UTC",
+            "spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1",
+            "spark.ui.showConsoleProgress": "false", "spark.sql.chunkBase64String.enabled": "false",
+            "spark.driver.extraJavaOptions": f"{logs.java_options(config.lab_home())} {lab_spark.JVM_OPTIONS}"}
+    submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
+    connector = ",".join(map(str, jars.jars(jars.connector_bundle())))
+    return [str(submit), "--master", "local[2]", "--jars", connector,
+            *[arg for key, value in conf.items() for arg in ("--conf", f"{key}={value}")],
+            "--class", "peers.sparkjvm.TweetViewsJob", str(PEER_JAR), "--bootstrap", bootstrap,
+            "--checkpoint", checkpoint, "--max-offsets-per-trigger", str(per_trigger), "--parse", "variant"]
+
+
+def empty_outputs(bootstrap: str) -> None:
+    """Delete tweet views' output topics and create them again, empty."""
+    from contextlib import closing
+
+    from kafka import KafkaAdminClient
+
+    from joinlab import patterns
+    from joinlab.topics import create_topics
+    names = {"tweet-views", "tweet-views-dlq"}
+    with closing(KafkaAdminClient(bootstrap_servers=bootstrap)) as admin:
+        if names & set(admin.list_topics()):
+            admin.delete_topics(sorted(names & set(admin.list_topics())))
+        deadline = time.monotonic() + 60
+        while names & set(admin.list_topics()) and time.monotonic() < deadline:
+            time.sleep(0.2)
+    for _ in range(50):
+        try:
+            return create_topics(bootstrap, patterns.all_topics("tweet-views"))
+        except Exception:  # the broker may still be finishing the deletion
+            time.sleep(0.5)
+
+
+def phase(name: str, labs: list[Path], rounds: int, events: int, users: int | None, per_trigger: int,
+          seed: int) -> list[dict]:
+    from joinlab.broker import EmbeddedBroker
+    from joinlab.patterns import generator
+    rows = []
+    with EmbeddedBroker() as broker, tempfile.TemporaryDirectory() as work:
+        bootstrap = broker.bootstrap_servers
+        args = ["--count", str(events), "--seed", str(seed), "--bootstrap", bootstrap, "--no-progress"]
+        generator("tweet-views").main(args + (["--users", str(users)] if users else []))
+        env = {**os.environ, "SPARK_MASTER": "local[2]", "KAFKA_BOOTSTRAP_SERVERS": bootstrap, "LAB_HOME": work}
+        engines = [("lab", lab) for lab in labs] + ([("jvm peer", labs[-1])] if PEER_JAR.is_file() else [])
+        for number in range(rounds):
+            for engine, lab in engines:
+                empty_outputs(bootstrap)
+                checkpoint = f"{work}/checkpoint-{len(rows)}"
+                command = (lab_command(lab, per_trigger, checkpoint) if engine == "lab"
+                           else peer_command(lab, per_trigger, checkpoint, bootstrap))
+                lines, code = run(command, lab, env)
+                verified = subprocess.run([str(lab / ".venv/bin/joinlab"), "verify", "tweet-views"], cwd=lab, env=env,
+                                          capture_output=True, text=True).returncode == 0
+                row = {"phase": name, "engine": engine, "lab": str(lab), "round": number + 1, "exit": code,
+                       "verified": verified, "load": os.getloadavg()[0], **summary(lines)}
+                print(json.dumps(row), flush=True)
+                rows.append(row)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m perf.user_runs", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--lab", action="append", type=Path, help="a lab checkout after make install (repeat)")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--tiny-events", type=int, default=1200, help="tiny phase: events, 100 a trigger")
+    parser.add_argument("--steady-events", type=int, default=100_000, help="steady phase: events, 20,000 a trigger")
+    args = parser.parse_args(argv)
+    labs = [lab.resolve() for lab in args.lab or [Path(".")]]
+    if not PEER_JAR.is_file():
+        print(f"jvm peer: not built ({PEER_JAR} missing: mvn -q package in {PEER})", file=sys.stderr)
+    rows = phase("tiny", labs, args.rounds, args.tiny_events, None, 100, 3) if args.tiny_events else []
+    if args.steady_events:
+        rows += phase("steady", labs, args.rounds, args.steady_events, 10_000, 20_000, 5)
+    return 0 if all(row["exit"] == 0 and row["verified"] for row in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
