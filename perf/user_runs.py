@@ -14,6 +14,7 @@ batches of >= 10,000 records after the first (steady phase).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -24,7 +25,10 @@ import time
 from pathlib import Path
 
 PEER = Path(__file__).resolve().parents[2] / "shared" / "peers" / "spark_jvm_tweet_views"
-PEER_JAR = PEER / "target" / "spark-jvm-tweet-views.jar"
+
+
+def peer_jar(folder: Path) -> Path:
+    return folder / "target" / "spark-jvm-tweet-views.jar"
 
 
 def summary(lines: list[tuple[float, dict]]) -> dict:
@@ -47,8 +51,9 @@ def run(command: list[str], cwd: Path, env: dict) -> tuple[list[tuple[float, dic
     with subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                           text=True) as process:
         for line in process.stdout:
-            if line.startswith("{"):
-                lines.append((time.monotonic() - start, json.loads(line)))
+            status = json.loads(line) if line.startswith("{") else {}
+            if "batch" in status:
+                lines.append((time.monotonic() - start, status))
     return lines, process.returncode
 
 
@@ -57,7 +62,7 @@ def lab_command(lab: Path, per_trigger: int, checkpoint: str) -> list[str]:
             "--max-offsets-per-trigger", str(per_trigger), "--json", "--checkpoint", checkpoint]
 
 
-def peer_command(lab: Path, per_trigger: int, checkpoint: str, bootstrap: str) -> list[str]:
+def peer_command(jar: Path, per_trigger: int, checkpoint: str, bootstrap: str) -> list[str]:
     """The JVM job, with the lab's session settings and connector jars (as the peer's run.sh)."""
     import pyspark
     from joinlab import config, jars, logs
@@ -72,7 +77,7 @@ def peer_command(lab: Path, per_trigger: int, checkpoint: str, bootstrap: str) -
     connector = ",".join(map(str, jars.jars(jars.connector_bundle())))
     return [str(submit), "--master", "local[2]", "--jars", connector,
             *[arg for key, value in conf.items() for arg in ("--conf", f"{key}={value}")],
-            "--class", "peers.sparkjvm.TweetViewsJob", str(PEER_JAR), "--bootstrap", bootstrap,
+            "--class", "peers.sparkjvm.TweetViewsJob", str(jar), "--bootstrap", bootstrap,
             "--checkpoint", checkpoint, "--max-offsets-per-trigger", str(per_trigger), "--parse", "variant"]
 
 
@@ -98,29 +103,33 @@ def empty_outputs(bootstrap: str) -> None:
             time.sleep(0.5)
 
 
-def phase(name: str, labs: list[Path], rounds: int, events: int, users: int | None, per_trigger: int,
-          seed: int) -> list[dict]:
+def phase(name: str, labs: list[Path], peer: Path | None, rounds: int, events: int, users: int | None,
+          per_trigger: int, seed: int) -> list[dict]:
     from joinlab.broker import EmbeddedBroker
     from joinlab.patterns import generator
     rows = []
     with EmbeddedBroker() as broker, tempfile.TemporaryDirectory() as work:
         bootstrap = broker.bootstrap_servers
         args = ["--count", str(events), "--seed", str(seed), "--bootstrap", bootstrap, "--no-progress"]
-        generator("tweet-views").main(args + (["--users", str(users)] if users else []))
+        with contextlib.redirect_stdout(sys.stderr):  # its summary line is progress, not a result
+            generator("tweet-views").main(args + (["--users", str(users)] if users else []))
         env = {**os.environ, "SPARK_MASTER": "local[2]", "KAFKA_BOOTSTRAP_SERVERS": bootstrap, "LAB_HOME": work}
-        engines = [("lab", lab) for lab in labs] + ([("jvm peer", labs[-1])] if PEER_JAR.is_file() else [])
+        engines = [("lab", lab) for lab in labs] + ([("jvm peer", labs[-1])] if peer else [])
         for number in range(rounds):
             for engine, lab in engines:
                 empty_outputs(bootstrap)
                 checkpoint = f"{work}/checkpoint-{len(rows)}"
                 command = (lab_command(lab, per_trigger, checkpoint) if engine == "lab"
-                           else peer_command(lab, per_trigger, checkpoint, bootstrap))
-                lines, code = run(command, lab, env)
-                verified = subprocess.run([str(lab / ".venv/bin/joinlab"), "verify", "tweet-views"], cwd=lab, env=env,
-                                          capture_output=True, text=True).returncode == 0
+                           else peer_command(peer, per_trigger, checkpoint, bootstrap))
+                lab_env = {"LAB_JARS": str(lab / ".lab" / "jars"), **env}  # LAB_HOME is the phase's own
+                lines, code = run(command, lab, lab_env)
+                verified = subprocess.run([str(lab / ".venv/bin/joinlab"), "verify", "tweet-views"], cwd=lab,
+                                          env=lab_env, capture_output=True, text=True).returncode == 0
                 row = {"phase": name, "engine": engine, "lab": str(lab), "round": number + 1, "exit": code,
                        "verified": verified, "load": os.getloadavg()[0], **summary(lines)}
-                print(json.dumps(row), flush=True)
+                if engine != "lab":
+                    row["first_line_s"] = None  # the peer prints its lines when its query ends
+                print(json.dumps(row), file=sys.stderr, flush=True)
                 rows.append(row)
     return rows
 
@@ -131,14 +140,42 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--tiny-events", type=int, default=1200, help="tiny phase: events, 100 a trigger")
     parser.add_argument("--steady-events", type=int, default=100_000, help="steady phase: events, 20,000 a trigger")
+    parser.add_argument("--peer", type=Path, default=PEER, help="the JVM peer's folder (its jar built by mvn package)")
     args = parser.parse_args(argv)
-    labs = [lab.resolve() for lab in args.lab or [Path(".")]]
-    if not PEER_JAR.is_file():
-        print(f"jvm peer: not built ({PEER_JAR} missing: mvn -q package in {PEER})", file=sys.stderr)
-    rows = phase("tiny", labs, args.rounds, args.tiny_events, None, 100, 3) if args.tiny_events else []
-    if args.steady_events:
-        rows += phase("steady", labs, args.rounds, args.steady_events, 10_000, 20_000, 5)
+    rows = measure([lab.resolve() for lab in args.lab or [Path(".")]], args.peer, args.rounds, args.tiny_events,
+                   args.steady_events)
+    print(format_rows(rows))
     return 0 if all(row["exit"] == 0 and row["verified"] for row in rows) else 1
+
+
+def measure(labs: list[Path], peer_folder: Path, rounds: int, tiny_events: int, steady_events: int) -> list[dict]:
+    """Every run of both phases; the peer's too when its jar is built (else a line says it is not)."""
+    peer = peer_jar(peer_folder) if peer_jar(peer_folder).is_file() else None
+    if peer is None:
+        print(f"jvm peer: not built ({peer_jar(peer_folder)} missing: mvn -q package in {peer_folder})",
+              file=sys.stderr)
+    rows = phase("tiny", labs, peer, rounds, tiny_events, None, 100, 3) if tiny_events else []
+    if steady_events:
+        rows += phase("steady", labs, peer, rounds, steady_events, 10_000, 20_000, 5)
+    return rows
+
+
+def format_rows(rows: list[dict]) -> str:
+    """One line per run: what a user waits for, and the job's pace."""
+    lines = ["Tweet views in fresh processes (joinlab run --json; the JVM peer when built), local[2], verified",
+             f"  {'phase':7} {'engine':9} {'lab':24} {'first line s':>12} {'first batch s':>13} "
+             f"{'median ms':>9} {'steady ev/s':>11}  verified"]
+    for r in rows:
+        lines.append(f"  {r['phase']:7} {r['engine']:9} {Path(r['lab']).name[:24]:24} {_or_dash(r['first_line_s']):>12} "
+                     f"{_or_dash(r.get('first_batch_s')):>13} {_or_dash(r.get('median_batch_ms')):>9} "
+                     f"{_or_dash(r.get('steady_rate')):>11}  {'yes' if r['verified'] and r['exit'] == 0 else 'NO'}")
+    if not any(r["engine"] != "lab" for r in rows):
+        lines.append("  jvm peer: not built")
+    return "\n".join(lines)
+
+
+def _or_dash(value) -> str:
+    return "-" if value is None else f"{value:,}"
 
 
 if __name__ == "__main__":

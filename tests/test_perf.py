@@ -35,3 +35,17 @@ def test_the_ablation_table_gives_each_variant_against_all_settings_on():
     lines = format_ablation(rows).splitlines()
     assert lines[2].split()[-4:] == ["500", "1.00x", "4,000", "1.00x"]
     assert lines[3].split()[-4:] == ["600", "1.20x", "-", "-"]
+
+
+def test_a_user_run_s_figures_come_from_its_status_lines():
+    from perf.user_runs import summary
+
+    def status(records, seconds):
+        return {"records_in": {"users": records // 10, "tweets": records - records // 10}, "duration_s": seconds}
+    lines = [(12.5, status(20_000, 9.0)), (17.0, status(20_000, 4.0)), (22.0, status(20_000, 6.0)),
+             (23.0, status(100, 0.5))]
+    figures = summary(lines)
+    assert figures["first_line_s"] == 12.5 and figures["first_batch_s"] == 9.0
+    assert figures["steady_rate"] == 4_000  # 40,000 records in 10 s: the first batch and the small one left out
+    assert figures["median_batch_ms"] == 4_000 and figures["batches"] == 4
+    assert summary([]) == {"first_line_s": None}

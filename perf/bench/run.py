@@ -20,6 +20,9 @@ import uuid
 from contextlib import ExitStack
 
 from joinlab import patterns
+from pathlib import Path
+
+from perf import user_runs
 from perf.bench import ceiling
 from perf.bench.batches import BenchError, fill, log, run_job
 from perf.bench.latency import end_to_end_latency
@@ -48,6 +51,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="seconds of tweets during the latency run (default 10; 0: no latency run)")
     parser.add_argument("--latency-trigger", default="100 milliseconds",
                         help="processing-time trigger of the running job (default '100 milliseconds')")
+    parser.add_argument("--yardstick-rounds", type=int, default=1,
+                        help="rounds of tweet views in fresh processes, `joinlab run --json` beside the JVM peer "
+                             "(../shared/peers/spark_jvm_tweet_views, when its jar is built) on the same events "
+                             "(perf.user_runs; default 1, 0: none)")
+    parser.add_argument("--peer", type=Path, default=user_runs.PEER,
+                        help="the JVM peer's folder, its jar built by `mvn -q package` (default %(default)s)")
     parser.add_argument("--bootstrap", help="Kafka bootstrap servers whose lab topics are empty (default: "
                                             "$KAFKA_BOOTSTRAP_SERVERS, else an embedded broker started for this run)")
     args = parser.parse_args(argv)
@@ -140,7 +149,12 @@ def run(args: argparse.Namespace) -> str:
             latency = end_to_end_latency(spark, bootstrap, caught_up, args.seed + 1, args.latency_rate,
                                          args.latency_seconds, args.latency_trigger)
         log("stopping Spark and the broker")
-    return format_all(lab, nothing, latency, args.latency_rate, args.latency_trigger, broker_label)
+    tables = format_all(lab, nothing, latency, args.latency_rate, args.latency_trigger, broker_label)
+    if args.yardstick_rounds:
+        log("yardstick: tweet views in fresh processes, the lab's job and the JVM peer")
+        tables += "\n\n" + user_runs.format_rows(user_runs.measure([Path.cwd()], args.peer, args.yardstick_rounds,
+                                                                  args.tiny_events, args.steady_events))
+    return tables
 
 
 def main(argv: list[str] | None = None) -> int:
