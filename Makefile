@@ -53,7 +53,7 @@ SOAK_RATE ?= 20
 soak: install check-java ## Every pattern at SOAK_RATE events/s for SOAK_MINUTES (default 10): state, memory, lag, verified
 	$(PY) -m perf.soak --minutes $(SOAK_MINUTES) --rate $(SOAK_RATE) $(ARGS)
 
-bench: install check-java ## Per pattern: tiny batch, steady rate, ceiling; tweet views' latency (studies: perf/)
+bench: install check-java ## Per pattern: tiny batch, steady rate, ceiling; tweet views' latency, and in fresh processes beside its JVM peer (studies: perf/)
 	$(PY) -m perf.bench $(ARGS)
 
 interview: install ## Prepare a candidate workspace for PATTERN in workspace/PATTERN (no solution in it) and say what next

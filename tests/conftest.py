@@ -11,6 +11,7 @@ testcontainers in test_kafka_container.py.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -154,6 +155,17 @@ def kill_group(process: subprocess.Popen) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)
     process.wait(timeout=30)
+
+
+def checkpoint_declaring(path, *operators: list[str]) -> str:
+    """A checkpoint folder whose transformWithState operators declare the state names `operators`
+    (their metadata files only, as joinlab.job reads them)."""
+    for op, names in enumerate(operators):
+        meta = path / "state" / str(op) / "_metadata" / "v2"
+        meta.mkdir(parents=True)
+        props = json.dumps({"stateVariables": [{"stateName": n, "stateVariableType": "ValueState"} for n in names]})
+        (meta / "3").write_text("v2\n" + json.dumps({"operatorPropertiesJson": props}) + "\n")
+    return str(path)
 
 
 def committed_batches(checkpoint) -> set[int]:

@@ -6,6 +6,7 @@ import sys
 import pytest
 
 from joinlab import cli
+from tests.conftest import checkpoint_declaring
 
 
 def joinlab(*args, **kwargs):
@@ -47,21 +48,10 @@ def test_an_unknown_pattern_lists_the_known_ones():
     assert done.returncode == 2 and "tweet-views" in done.stderr
 
 
-def _checkpoint(path, *operators: list[str]) -> str:
-    """A checkpoint whose transformWithState operators declare the state names `operators`."""
-    import json
-    for op, names in enumerate(operators):
-        meta = path / "state" / str(op) / "_metadata" / "v2"
-        meta.mkdir(parents=True)
-        props = json.dumps({"stateVariables": [{"stateName": n, "stateVariableType": "ValueState"} for n in names]})
-        (meta / "3").write_text("v2\n" + json.dumps({"operatorPropertiesJson": props}) + "\n")
-    return str(path)
-
-
 def test_state_refuses_a_var_the_checkpoint_does_not_hold_and_names_those_it_does(tmp_path, monkeypatch, capsys):
     import joinlab.spark
     monkeypatch.setattr(joinlab.spark, "session", lambda *a, **k: pytest.fail("Spark started for a wrong --var"))
-    checkpoint = _checkpoint(tmp_path, ["users", "txs"], ["joining", "$procTimers_keyToTimestamp"])
+    checkpoint = checkpoint_declaring(tmp_path, ["users", "txs"], ["joining", "$procTimers_keyToTimestamp"])
     assert cli.main(["state", "money-enrichment", "--checkpoint", checkpoint,
                      "--var", "joining", "--var", "waiting"]) == 2
     err = capsys.readouterr().err

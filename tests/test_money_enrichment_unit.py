@@ -21,7 +21,7 @@ from joinlab.events import micros, moment
 from joinlab.generate import Disorder, Record, arrive_first, iso
 from joinlab.named_state import load
 from references import money_enrichment as reference
-from tests.conftest import random_batches
+from tests.conftest import checkpoint_declaring, random_batches
 
 CONFIG = Settings(watermark_delay_ms=10_000, session_duration_ms=120_000, wait_limit_ms=30_000,
                   dedup_horizon_ms=600_000)
@@ -336,26 +336,16 @@ def test_the_notes_count_a_replayed_record_as_a_duplicate_and_a_changed_one_as_a
 
 # --- State layout ------------------------------------------------------------------------------------------
 
-def _checkpoint(path, *operators: list[str]):
-    """A checkpoint whose transformWithState operators declare the state names `operators`."""
-    for op, names in enumerate(operators):
-        meta = path / "state" / str(op) / "_metadata" / "v2"
-        meta.mkdir(parents=True)
-        props = json.dumps({"stateVariables": [{"stateName": n, "stateVariableType": "ValueState"} for n in names]})
-        (meta / "3").write_text("v2\n" + json.dumps({"operatorPropertiesJson": props}) + "\n")
-    return str(path)
-
-
 def test_a_checkpoint_of_an_earlier_state_layout_of_either_stage_is_refused_and_a_candidate_s_names_are_not(tmp_path):
     import jobs.money_enrichment.job as money
     from joinlab.job import CheckpointError, check_state_layout
-    check_state_layout(money, _checkpoint(tmp_path / "now", ["joining"], ["users", "txs"]))
+    check_state_layout(money, checkpoint_declaring(tmp_path / "now", ["joining"], ["users", "txs"]))
     candidate = SimpleNamespace(SessionJoin=object)  # a candidate's module: its own state names
-    check_state_layout(money, _checkpoint(tmp_path / "theirs", ["pending", "seen"], ["users", "txs"]), candidate)
+    check_state_layout(money, checkpoint_declaring(tmp_path / "theirs", ["pending", "seen"], ["users", "txs"]), candidate)
     with pytest.raises(CheckpointError, match=r"'seen', 'session', 'waiting'.*--reset"):
-        check_state_layout(money, _checkpoint(tmp_path / "old", ["session", "waiting", "seen"], ["users", "txs"]))
+        check_state_layout(money, checkpoint_declaring(tmp_path / "old", ["session", "waiting", "seen"], ["users", "txs"]))
     with pytest.raises(CheckpointError, match=r"'decided', 'firsts', 'pending'.*--reset"):
-        check_state_layout(money, _checkpoint(tmp_path / "old-given", ["pending"], ["users", "pending", "decided",
+        check_state_layout(money, checkpoint_declaring(tmp_path / "old-given", ["pending"], ["users", "pending", "decided",
                                                                                    "firsts"]), candidate)
 
 

@@ -3,7 +3,8 @@
 Per pattern: the tiny batch (100 records per trigger: the per-batch floor a notebook or a demo
 feels), the steady rate (20,000 per trigger), and the ceiling (the same job with processors that
 do nothing: the best its own processors can reach in this wiring); then the end-to-end latency
-of tweet views running at a fixed input rate. The studies behind the lab's settings live apart,
+of tweet views running at a fixed input rate; then tweet views as a user runs it, `joinlab run` in
+fresh processes, beside its JVM peer when that is built (perf.user_runs). The studies behind the lab's settings live apart,
 in perf/ (perf/README.md); docs/benchmarks.md keeps every run's numbers.
 
 Why one broker with empty topics: every run reads its pattern's topics from the beginning, so they
