@@ -45,8 +45,16 @@ def alternatives(pattern: str) -> ModuleType:
 
 
 def with_alternatives() -> list[str]:
-    """The patterns that have a comparison of simpler designs, found without importing it."""
-    return [p for p in PATTERNS if importlib.util.find_spec(f"references.{module_name(p)}_alternatives")]
+    """The patterns that have a comparison of simpler designs, found without importing it (none
+    where the references are not installed: a candidate's workspace)."""
+    return [p for p in PATTERNS if _findable(f"references.{module_name(p)}_alternatives")]
+
+
+def _findable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # its package is not there at all
+        return False
 
 
 def all_topics(pattern: str) -> list[str]:
