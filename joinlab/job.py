@@ -1,11 +1,11 @@
 """Running a pattern's job: the same read -> build -> write for every pattern.
 
-A job module provides only its logic: INPUT_TOPICS, OUTPUT_TOPICS and
-`build(raw, solution=None) -> DataFrame(topic, key, value)`, where `solution` is the module its
-processors come from (joinlab.solutions; None: the lab's own); this module owns the I/O,
-checkpoint and trigger.
-A job may also give `SPARK_CONF` (settings its queries start with) and `services(bootstrap)`, a
-context manager that makes a service it calls (money enrichment's session lookup) reachable.
+What this module reads of a job module: INPUT_TOPICS, `build(raw, solution=None) ->
+DataFrame(topic, key, value)`, where `solution` is the module its processors come from
+(joinlab.solutions; None: the lab's own), SOLUTION/PROCESSORS and GIVEN (the state layouts it
+checks), and where a job gives them `SPARK_CONF` (settings its queries start with) and
+`services(bootstrap)` (a service it calls, made reachable); the whole contract is in
+docs/architecture.md. This module owns the I/O, checkpoint and trigger.
 """
 from __future__ import annotations
 
