@@ -62,32 +62,27 @@ PAGES = [p for p in [ROOT / "README.md", *sorted(ROOT.glob("docs/*.md")), *sorte
          if str(p.relative_to(ROOT)) not in LEFT_OUT]
 CONFIGURATION = (ROOT / "docs" / "configuration.md").read_text()
 VENV_BIN = Path(sys.executable).parent
-PATTERNS = ["tweet-views", "car-pollution", "lottery", "money-enrichment"]
 
 
 # --- not run, with its reason --------------------------------------------------------------------
 
 class NotRun:
-    """`<!-- not-run: REASON -->`: the next example of the page is not run. The marker's example
-    passes when it has a reason and an example after it; the next example then passes unrun."""
-
-    def __init__(self):
-        self.pending: dict[Document, str] = {}
+    """`<!-- not-run: REASON -->`: the example right after it on the page is not run. The marker's
+    own example passes when it gives a reason and has an example after it. Decided from the page
+    alone (no state between examples), so a test selected by itself behaves the same."""
 
     def __call__(self, example):
+        regions = [region for _, region in example.document.regions]
         if example.region.evaluator is self:
-            reason = example.parsed.strip()
-            assert reason, f"{example.path}:{example.line}: a not-run marker needs its reason beside it"
-            following = [r for _, r in example.document.regions if r.start > example.end]
-            assert following, f"{example.path}:{example.line}: a not-run marker with nothing after it"
-            self.pending[example.document] = reason
-            example.document.push_evaluator(self)
+            assert example.parsed.strip(), (
+                f"{example.path}:{example.line}: a not-run marker needs its reason beside it")
+            assert regions[-1] is not example.region, (
+                f"{example.path}:{example.line}: a not-run marker with nothing after it")
             return None
-        if example.document not in self.pending:
-            raise NotEvaluated()
-        del self.pending[example.document]
-        example.document.pop_evaluator(self)
-        return None  # not run: its reason is on the page
+        before = regions.index(example.region) - 1
+        if before >= 0 and regions[before].evaluator is self and regions[before].parsed.strip():
+            return None  # not run: its reason is on the page
+        raise NotEvaluated()  # the example's own evaluator checks it
 
 
 NOT_RUN = NotRun()
@@ -100,6 +95,7 @@ def outside_fences(document: Document) -> Document:
 
 
 def not_run_parser(document: Document):
+    document.push_evaluator(NOT_RUN)  # asked first for every example of the page
     for region in DirectiveInHTMLCommentLexer(directive="not-run", arguments=".*?")(outside_fences(document)):
         yield Region(region.start, region.end, region.lexemes["arguments"], NOT_RUN)
 
@@ -256,7 +252,7 @@ class Checks:
             return self.run_joinlab(args, expect_ok=True, contains=":")
         if command == "interview" and parsed.action == "pack":
             out = self.context.tmp / "packed" / parsed.pattern
-            rewritten = [a for a in args]
+            rewritten = list(args)
             if parsed.out is not None:
                 rewritten[rewritten.index("--out") + 1] = str(out)
             else:
@@ -269,7 +265,8 @@ class Checks:
             assert verdict, f"{self.where}: say beside a graded check what it gives: # PASS or # FAIL: \"...\""
             output = self.run_joinlab(args, expect_ok=verdict.group(1) == "PASS")
             if verdict.group(2):
-                assert verdict.group(2) in output, f"{self.where}: the grader did not say {verdict.group(2)!r}:\n{output}"
+                assert verdict.group(2) in output, (
+                    f"{self.where}: the grader did not say {verdict.group(2)!r}:\n{output}")
             return None
         if command == "generate":
             shorter = list(args)
@@ -404,8 +401,9 @@ def pattern_setup(module: str):
 
 # the events each job's build() parses out of `raw`, as its build() does
 PARSED = {
-    "tweet_views": lambda ns, raw: ns["parse_events"](raw, [ns["USERS"], ns["TWEETS"]], ns["DEAD_LETTERS_TOPIC"],
-                                                      job="tweet-views", key={"user_id": ns["route_columns"](ns["ROUTES"])[1]}),
+    "tweet_views": lambda ns, raw: ns["parse_events"](
+        raw, [ns["USERS"], ns["TWEETS"]], ns["DEAD_LETTERS_TOPIC"], job="tweet-views",
+        key={"user_id": ns["route_columns"](ns["ROUTES"])[1]}),
     "car_pollution": lambda ns, raw: ns["parse_events"](
         raw, [ns["ARRIVALS"], ns["READINGS"]], ns["DEAD_LETTERS_TOPIC"], job="car-pollution",
         key=dict(zip(("entity", "entity_id"), ns["route_columns"](ns["ROUTES"])))),
@@ -422,8 +420,8 @@ def same_schema(name: str, job_frame):
     """The frame the snippet calls `name` has the schema of the job's own."""
     def check(namespace):
         assert name in namespace, f"the snippet no longer builds `{name}`"
-        assert namespace[name].schema == job_frame(namespace).schema, (
-            f"the page's `{name}` is not what the job builds:\n{namespace[name].schema}\n!=\n{job_frame(namespace).schema}")
+        built, expected = namespace[name].schema, job_frame(namespace).schema
+        assert built == expected, f"the page's `{name}` is not what the job builds:\n{built}\n!=\n{expected}"
     return check
 
 
