@@ -147,13 +147,13 @@ def cmd_state(args) -> int:
 
 
 def cmd_demo(args) -> int:
-    from joinlab.demo import run_demo
+    from joinlab.demo import run_demos
     chosen = list(patterns.PATTERNS) if "all" in args.patterns else args.patterns or [next(iter(patterns.PATTERNS))]
     if args.solution and len(chosen) != 1:
         print("joinlab demo: --solution goes with exactly one pattern", file=sys.stderr)
         return 2
-    failed = [p for p in chosen if run_demo(p, seed=args.seed, count=args.count,
-                                            solution=_solution(patterns.job(p), args.solution)) != 0]
+    solution = _solution(patterns.job(chosen[0]), args.solution) if args.solution else None  # None: each job's own
+    failed = run_demos(chosen, seed=args.seed, count=args.count, solution=solution)
     if len(chosen) > 1:
         print(f"\ndemo: {len(chosen) - len(failed)} of {len(chosen)} patterns verified"
               + (f"; FAILED: {', '.join(failed)}" if failed else ""))

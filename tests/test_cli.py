@@ -9,8 +9,8 @@ from joinlab import cli
 from tests.conftest import checkpoint_declaring
 
 
-def joinlab(*args, **kwargs):
-    return subprocess.run([sys.executable, "-m", "joinlab", *args], capture_output=True, text=True, timeout=60,
+def joinlab(*args, timeout: float = 60, **kwargs):
+    return subprocess.run([sys.executable, "-m", "joinlab", *args], capture_output=True, text=True, timeout=timeout,
                           **kwargs)
 
 
@@ -75,3 +75,16 @@ def test_describe_refuses_a_var_no_operator_declares_before_reading_any(monkeypa
     monkeypatch.setattr(state, "read", lambda spark, checkpoint, var, op: pd.DataFrame({"key": [var]}))
     shown = state.describe(None, "cp", only=["joining"])
     assert shown[0] == "operator 1 (tws), joining (ValueState): 1 rows as of batch 4" and len(shown) == 3
+
+
+def test_demo_of_several_patterns_runs_them_on_one_broker_and_one_spark_session(tmp_path):
+    """`joinlab demo A B` (and `all`): each pattern verified against its reference, and Spark (like
+    the broker) started once for all of them: the second pattern starts on a warm JVM."""
+    import os
+    from joinlab.jars import cache
+    env = {k: v for k, v in os.environ.items() if k != "KAFKA_BOOTSTRAP_SERVERS"}
+    done = joinlab("demo", "tweet-views", "car-pollution", "--count", "300", timeout=900,
+                   env={**env, "LAB_HOME": str(tmp_path), "LAB_JARS": str(cache())})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "2 of 2 patterns verified" in done.stdout
+    assert done.stderr.count("starting Spark") == 1 and done.stderr.count("broker at") == 1, done.stderr
