@@ -7,27 +7,48 @@ tester's processor with a handle that counts its calls (the tester's state stays
 hands out the same state variables again) and counts the framework's two per handler call.
 
 The tests/test_*_unit.py "State round trips" tests use it per key and batch; run as a module it
-prints each pattern's calls per input event and stage, over seeded generated events:
+prints each pattern's calls and the bytes its writes send per input event and stage, over seeded
+generated events:
 
     .venv/bin/python -m tests.state_calls --events 20000 --batch 2000
 """
 from __future__ import annotations
 
 import argparse
+import datetime
+import pickle
 import sys
 from collections import Counter
 
 STATE_METHODS = {"exists", "get", "update", "clear", "getValue", "containsKey", "updateValue", "iterator",
                  "keys", "values", "removeKey", "put", "appendValue", "appendList"}
+WRITE_METHODS = {"update", "updateValue", "put", "appendValue", "appendList"}
 TIMER_METHODS = {"registerTimer", "deleteTimer", "listTimers"}
 FRAMEWORK = "(framework) "
+
+
+def _internal(value):
+    """A value as pyspark pickles it for the JVM (schema.toInternal: structs as tuples, times as
+    microseconds since the epoch), so its pickle's length is the bytes a write sends."""
+    if isinstance(value, datetime.datetime):
+        moment = value if value.tzinfo else value.replace(tzinfo=datetime.timezone.utc)
+        return int(moment.timestamp() * 1_000_000)
+    if isinstance(value, list):
+        return [_internal(v) for v in value]
+    if isinstance(value, tuple):  # NamedTuples and Rows too: pickled as plain tuples
+        return tuple(_internal(v) for v in value)
+    return value
+
+
+def sent_bytes(value) -> int:
+    return len(pickle.dumps(_internal(value), protocol=pickle.HIGHEST_PROTOCOL))
 
 
 class _Counted:
     """A state variable whose calls are counted under `name.method`."""
 
-    def __init__(self, inner, name: str, counts: Counter):
-        self._inner, self._name, self._counts = inner, name, counts
+    def __init__(self, inner, name: str, counts: Counter, written: Counter):
+        self._inner, self._name, self._counts, self._written = inner, name, counts, written
 
     def __getattr__(self, attr):
         value = getattr(self._inner, attr)
@@ -36,18 +57,21 @@ class _Counted:
 
         def call(*args, **kwargs):
             self._counts[f"{self._name}.{attr}"] += 1
+            if attr in WRITE_METHODS:
+                self._written[self._name] += sum(map(sent_bytes, args))
             return value(*args, **kwargs)
         return call
 
 
 class _CountingHandle:
-    def __init__(self, inner, counts: Counter):
-        self._inner, self._counts = inner, counts
+    def __init__(self, inner, counts: Counter, written: Counter):
+        self._inner, self._counts, self._written = inner, counts, written
 
     def __getattr__(self, attr):
         value = getattr(self._inner, attr)
         if attr in ("getValueState", "getMapState", "getListState"):
-            return lambda name, *args, **kwargs: _Counted(value(name, *args, **kwargs), name, self._counts)
+            return lambda name, *args, **kwargs: _Counted(value(name, *args, **kwargs), name, self._counts,
+                                                          self._written)
         if attr in TIMER_METHODS:
             def call(*args, **kwargs):
                 self._counts[attr] += 1
@@ -56,10 +80,12 @@ class _CountingHandle:
         return value
 
 
-def count(tester, counts: Counter | None = None) -> Counter:
+def count(tester, counts: Counter | None = None, written: Counter | None = None) -> Counter:
     """Count the state and timer calls of `tester`'s processor from now on, with the framework's:
-    setImplicitKey per handleInputRows / handleExpiredTimer call, deleteTimer per fired timer."""
+    setImplicitKey per handleInputRows / handleExpiredTimer call, deleteTimer per fired timer; and
+    in `written`, the bytes its writes send per state variable (keys and values, as pickled)."""
     counts = Counter() if counts is None else counts
+    written = Counter() if written is None else written
     processor = tester.processor
     rows, timer = processor.handleInputRows, processor.handleExpiredTimer
 
@@ -72,7 +98,7 @@ def count(tester, counts: Counter | None = None) -> Counter:
         counts[FRAMEWORK + "deleteTimer"] += 1
         return timer(key, timer_values, info)
 
-    processor.init(_CountingHandle(tester.handle, counts))
+    processor.init(_CountingHandle(tester.handle, counts, written))
     processor.handleInputRows, processor.handleExpiredTimer = handle_rows, handle_timer
     return counts
 
@@ -83,8 +109,22 @@ def total(counts: Counter, framework: bool = True) -> int:
 
 # --- Calls per event of each pattern's stages, over generated events -------------------------------
 
-def _stages(pipeline, names: list[str]) -> dict[str, Counter]:
-    return {name: count(getattr(pipeline, name)) for name in names}
+def _stages(pipeline, names: list[str]) -> dict[str, tuple[Counter, Counter]]:
+    """Each stage's (calls, bytes written), counted from now on."""
+    stages = {name: (Counter(), Counter()) for name in names}
+    for name, (calls, written) in stages.items():
+        count(getattr(pipeline, name), calls, written)
+    return stages
+
+
+def tweet_views(events: int, batch: int, seed: int):
+    from generators.tweet_views import generate
+    from jobs.tweet_views.job import InMemory
+    pipeline = InMemory()
+    counters = _stages(pipeline, ["views_processor"])
+    rows = pipeline.rows(generate(seed, events, users=max(1, events // 10)))
+    pipeline.run([rows[i:i + batch] for i in range(0, len(rows), batch)])
+    return len(rows), counters
 
 
 def car_pollution(events: int, batch: int, seed: int):
@@ -121,7 +161,7 @@ def money_enrichment(events: int, batch: int, seed: int):
     return len(rows), counters
 
 
-PATTERNS = {"car-pollution": car_pollution, "lottery": lottery, "money-enrichment": money_enrichment}
+PATTERNS = {"tweet-views": tweet_views, "car-pollution": car_pollution, "lottery": lottery, "money-enrichment": money_enrichment}
 
 
 def main(argv=None) -> int:
@@ -134,10 +174,11 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     for pattern in args.pattern or list(PATTERNS):
         n, counters = PATTERNS[pattern](args.events, args.batch, args.seed)
-        calls = sum(total(c) for c in counters.values())
+        calls = sum(total(c) for c, _ in counters.values())
         print(f"{pattern}: {n} input events, batches of {args.batch}: {calls / n:.2f} round trips per event")
-        for stage, counts in counters.items():
-            print(f"  {stage:10} {total(counts) / n:6.2f} per event ({total(counts, False) / n:.2f} by the processor)")
+        for stage, (counts, written) in counters.items():
+            print(f"  {stage:10} {total(counts) / n:6.2f} per event ({total(counts, False) / n:.2f} by the processor), "
+                  f"{sum(written.values()) / n:,.0f} bytes written per event")
             if args.detail:
                 for name, value in counts.most_common():
                     print(f"      {name:34} {value / n:6.3f}")

@@ -1,5 +1,6 @@
 """Pure-logic tests of TweetViewsProcessor with pyspark's in-memory TwsTester: no Spark session,
 no broker - the analogue of Flink's operator harness tests."""
+from collections import Counter
 from datetime import datetime, timedelta, timezone
 
 from pyspark.sql import Row
@@ -8,7 +9,7 @@ from pyspark.sql.streaming.tws_tester import TwsTester
 from jobs.tweet_views.job import retention
 from jobs.tweet_views.solution import Author, Tweet, TweetViewsProcessor, User
 from joinlab.named_state import ddl
-from tests.state_calls import count
+from tests.state_calls import count, sent_bytes
 
 T = datetime(2026, 1, 1, tzinfo=timezone.utc)
 RETENTION = retention()
@@ -77,6 +78,19 @@ def test_a_batch_reads_the_authors_state_once_and_writes_it_once_however_many_ev
     calls.clear()
     assert tester.test(1, [user(1), tweet(3)]) == []  # nothing new: read, no write
     assert calls == {"(framework) setImplicitKey": 1, "author.get": 1}
+
+
+def test_a_batch_sends_the_authors_value_once_and_nothing_when_nothing_changed():
+    """The bytes a batch's write sends are the author's value as stored, once, however many events
+    the batch held: the state is one value per author (one round trip costs more than its bytes,
+    docs/benchmarks.md); a batch that changes nothing sends none."""
+    tester, written = TwsTester(TweetViewsProcessor(RETENTION)), Counter()
+    count(tester, written=written)
+    tester.test(1, [user(1)] + [tweet(t) for t in range(50)] + [tweet(t, version=2) for t in range(50)])
+    assert written == {"author": sent_bytes(stored(tester))}
+    written.clear()
+    tester.test(1, [user(1), tweet(3, version=2)])
+    assert written == {}
 
 
 def test_the_state_ddl_is_derived_from_the_named_tuples():
