@@ -78,7 +78,7 @@ def check_state_layout(job: ModuleType, checkpoint: str, solution: ModuleType | 
     RETIRED_STATE, and those of a stage the job gives (its `GIVEN` module's RETIRED_STATE: a state
     name the stage still declares -> its earlier ones), looked for only in the operator declaring
     that name: a candidate's stage may well call its own state by one of them."""
-    module = solutions.of(job.SOLUTION, job.PROCESSORS, solution) if hasattr(job, "SOLUTION") else None
+    module = solutions.of(job.SOLUTION, job.PROCESSORS, solution)
     retired = set(getattr(module, "RETIRED_STATE", ())) & state_variables(checkpoint)
     given = importlib.import_module(job.GIVEN) if hasattr(job, "GIVEN") else None
     for kept, earlier in getattr(given, "RETIRED_STATE", {}).items():

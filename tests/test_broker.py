@@ -71,14 +71,19 @@ def test_no_broker_is_a_clear_cli_error(tmp_path):
 
 
 def test_topics_get_the_retention_that_bounds_the_disk(bootstrap):
-    from confluent_kafka.admin import AdminClient, ConfigResource
+    from kafka import KafkaAdminClient
+    from kafka.admin import ConfigResource, ConfigResourceType
     create_topics(bootstrap, ["t"], partitions=2)
-    resource = ConfigResource("topic", "t")
-    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept referenced until the answer is in
-    configs = admin.describe_configs([resource])[resource].result(timeout=30)
-    assert configs["retention.bytes"].value == broker.RETENTION["log.retention.bytes"]
-    assert configs["segment.bytes"].value == broker.RETENTION["log.segment.bytes"]
-    assert configs["retention.ms"].value == str(int(broker.RETENTION["log.retention.hours"]) * 3_600_000)
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        described = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, "t")], config_filter="All")
+    finally:
+        admin.close()
+    (by_name,) = described.values()
+    configs = {key: data["value"] for key, data in by_name["t"].items()}
+    assert configs["retention.bytes"] == broker.RETENTION["log.retention.bytes"]
+    assert configs["segment.bytes"] == broker.RETENTION["log.segment.bytes"]
+    assert configs["retention.ms"] == str(int(broker.RETENTION["log.retention.hours"]) * 3_600_000)
 
 
 def test_end_offsets_and_whole_topics(bootstrap):

@@ -86,7 +86,7 @@ class _EventTimeBuffer(StatefulProcessor):
         self.pending = KeyState(handle, "pending", Buffer, EMPTY)
 
     def store(self, key, buffer: Buffer) -> None:
-        """Write the key's buffer (read with buffer() in this batch), its one timer at the
+        """Write the key's buffer (read with self.pending.get in this batch), its one timer at the
         earliest time the key has something to do."""
         self.pending.put(key, buffer, self.next_due(buffer))
 

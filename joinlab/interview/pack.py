@@ -14,7 +14,7 @@ from joinlab.interview.report import LOG, now
 # What of the lab goes into a workspace: packages whole, less what holds or runs a solution. A
 # pattern's page (jobs/<module>/README.md) holds the solution below its marker: only its prompt goes.
 LAB_PACKAGES = ("joinlab", "jobs", "generators")
-LEFT_OUT = ("solution.py", "README.md", "bench", "__pycache__", "*.pyc")
+LEFT_OUT = ("solution.py", "README.md", "__pycache__", "*.pyc")
 
 
 def makefile(ex: Exercise) -> str:
