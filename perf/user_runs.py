@@ -57,9 +57,10 @@ def run(command: list[str], cwd: Path, env: dict) -> tuple[list[tuple[float, dic
     return lines, process.returncode
 
 
-def lab_command(lab: Path, per_trigger: int, checkpoint: str) -> list[str]:
+def lab_command(lab: Path, per_trigger: int, checkpoint: str, solution: Path | None = None) -> list[str]:
     return [str(lab / ".venv/bin/joinlab"), "run", "tweet-views", "--available-now", "--reset",
-            "--max-offsets-per-trigger", str(per_trigger), "--json", "--checkpoint", checkpoint]
+            "--max-offsets-per-trigger", str(per_trigger), "--json", "--checkpoint", checkpoint,
+            *(["--solution", str(solution)] if solution else [])]
 
 
 def peer_command(jar: Path, per_trigger: int, checkpoint: str, bootstrap: str) -> list[str]:
@@ -104,7 +105,7 @@ def empty_outputs(bootstrap: str) -> None:
 
 
 def phase(name: str, labs: list[Path], peer: Path | None, rounds: int, events: int, users: int | None,
-          per_trigger: int, seed: int) -> list[dict]:
+          per_trigger: int, seed: int, solutions: list[Path] = ()) -> list[dict]:
     from joinlab.broker import EmbeddedBroker
     from joinlab.patterns import generator
     rows = []
@@ -114,20 +115,21 @@ def phase(name: str, labs: list[Path], peer: Path | None, rounds: int, events: i
         with contextlib.redirect_stdout(sys.stderr):  # its summary line is progress, not a result
             generator("tweet-views").main(args + (["--users", str(users)] if users else []))
         env = {**os.environ, "SPARK_MASTER": "local[2]", "KAFKA_BOOTSTRAP_SERVERS": bootstrap, "LAB_HOME": work}
-        engines = [("lab", lab) for lab in labs] + ([("jvm peer", labs[-1])] if peer else [])
+        engines = ([("lab", lab, None) for lab in labs] + [(f"lab+{s.stem}", labs[-1], s) for s in solutions]
+                   + ([("jvm peer", labs[-1], None)] if peer else []))
         for number in range(rounds):
-            for engine, lab in engines:
+            for engine, lab, solution in engines:
                 empty_outputs(bootstrap)
                 checkpoint = f"{work}/checkpoint-{len(rows)}"
-                command = (lab_command(lab, per_trigger, checkpoint) if engine == "lab"
-                           else peer_command(peer, per_trigger, checkpoint, bootstrap))
+                command = (peer_command(peer, per_trigger, checkpoint, bootstrap) if engine == "jvm peer"
+                           else lab_command(lab, per_trigger, checkpoint, solution))
                 lab_env = {"LAB_JARS": str(lab / ".lab" / "jars"), **env}  # LAB_HOME is the phase's own
                 lines, code = run(command, lab, lab_env)
                 verified = subprocess.run([str(lab / ".venv/bin/joinlab"), "verify", "tweet-views"], cwd=lab,
                                           env=lab_env, capture_output=True, text=True).returncode == 0
                 row = {"phase": name, "engine": engine, "lab": str(lab), "round": number + 1, "exit": code,
                        "verified": verified, "load": os.getloadavg()[0], **summary(lines)}
-                if engine != "lab":
+                if engine == "jvm peer":
                     row["first_line_s"] = None  # the peer prints its lines when its query ends
                 print(json.dumps(row), file=sys.stderr, flush=True)
                 rows.append(row)
@@ -141,35 +143,38 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tiny-events", type=int, default=1200, help="tiny phase: events, 100 a trigger")
     parser.add_argument("--steady-events", type=int, default=100_000, help="steady phase: events, 20,000 a trigger")
     parser.add_argument("--peer", type=Path, default=PEER, help="the JVM peer's folder (its jar built by mvn package)")
+    parser.add_argument("--solution", action="append", type=Path, default=[],
+                        help="also run the last lab with this file's processor (repeat), e.g. a study's")
     args = parser.parse_args(argv)
     rows = measure([lab.resolve() for lab in args.lab or [Path(".")]], args.peer, args.rounds, args.tiny_events,
-                   args.steady_events)
+                   args.steady_events, [s.resolve() for s in args.solution])
     print(format_rows(rows))
     return 0 if all(row["exit"] == 0 and row["verified"] for row in rows) else 1
 
 
-def measure(labs: list[Path], peer_folder: Path, rounds: int, tiny_events: int, steady_events: int) -> list[dict]:
+def measure(labs: list[Path], peer_folder: Path, rounds: int, tiny_events: int, steady_events: int,
+            solutions: list[Path] = ()) -> list[dict]:
     """Every run of both phases; the peer's too when its jar is built (else a line says it is not)."""
     peer = peer_jar(peer_folder) if peer_jar(peer_folder).is_file() else None
     if peer is None:
         print(f"jvm peer: not built ({peer_jar(peer_folder)} missing: mvn -q package in {peer_folder})",
               file=sys.stderr)
-    rows = phase("tiny", labs, peer, rounds, tiny_events, None, 100, 3) if tiny_events else []
+    rows = phase("tiny", labs, peer, rounds, tiny_events, None, 100, 3, solutions) if tiny_events else []
     if steady_events:
-        rows += phase("steady", labs, peer, rounds, steady_events, 10_000, 20_000, 5)
+        rows += phase("steady", labs, peer, rounds, steady_events, 10_000, 20_000, 5, solutions)
     return rows
 
 
 def format_rows(rows: list[dict]) -> str:
     """One line per run: what a user waits for, and the job's pace."""
     lines = ["Tweet views in fresh processes (joinlab run --json; the JVM peer when built), local[2], verified",
-             f"  {'phase':7} {'engine':9} {'lab':24} {'first line s':>12} {'first batch s':>13} "
+             f"  {'phase':7} {'engine':24} {'lab':24} {'first line s':>12} {'first batch s':>13} "
              f"{'median ms':>9} {'steady ev/s':>11}  verified"]
     for r in rows:
-        lines.append(f"  {r['phase']:7} {r['engine']:9} {Path(r['lab']).name[:24]:24} {_or_dash(r['first_line_s']):>12} "
+        lines.append(f"  {r['phase']:7} {r['engine'][:24]:24} {Path(r['lab']).name[:24]:24} {_or_dash(r['first_line_s']):>12} "
                      f"{_or_dash(r.get('first_batch_s')):>13} {_or_dash(r.get('median_batch_ms')):>9} "
                      f"{_or_dash(r.get('steady_rate')):>11}  {'yes' if r['verified'] and r['exit'] == 0 else 'NO'}")
-    if not any(r["engine"] != "lab" for r in rows):
+    if not any(r["engine"] == "jvm peer" for r in rows):
         lines.append("  jvm peer: not built")
     return "\n".join(lines)
 

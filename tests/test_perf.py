@@ -49,3 +49,20 @@ def test_a_user_run_s_figures_come_from_its_status_lines():
     assert figures["steady_rate"] == 4_000  # 40,000 records in 10 s: the first batch and the small one left out
     assert figures["median_batch_ms"] == 4_000 and figures["batches"] == 4
     assert summary([]) == {"first_line_s": None}
+
+
+def test_the_changed_only_study_processor_keeps_the_same_last_views_as_the_lab_s():
+    """perf/tweet_views_changed_only.py (writes only what changed, against the lab's one value per
+    author) is only worth measuring while it joins the same: the same last view per tweet."""
+    from pathlib import Path
+
+    from generators.tweet_views import generate
+    from jobs.tweet_views.job import InMemory
+    from joinlab import solutions
+    study = solutions.from_file(str(Path(__file__).parents[1] / "perf" / "tweet_views_changed_only.py"))
+    records = generate(11, 600, users=40)
+    last = []
+    for pipeline in (InMemory(), InMemory(study)):
+        rows = pipeline.rows(records)
+        last.append(pipeline.views(pipeline.run([rows[i:i + 50] for i in range(0, len(rows), 50)])))
+    assert last[0] == last[1] and len(last[0]) > 100
