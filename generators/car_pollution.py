@@ -14,16 +14,15 @@ from __future__ import annotations
 
 import argparse
 import random
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 
 from faker import Faker
 
 from jobs.car_pollution.job import ARRIVALS, ARRIVALS_TOPIC, INPUT_TOPICS, READINGS, READINGS_TOPIC
-from joinlab.generate import (Disorder, Event, Record, add_generator_args, arrange, check_generator_args,
+from joinlab.generate import (START, Disorder, Event, Record, add_generator_args, arrange, check_generator_args,
                               disorder_from_args, iso, produce)
 
 SCHEMAS = {ARRIVALS_TOPIC: ARRIVALS, READINGS_TOPIC: READINGS}
-START = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
 
 def _sizes(count: int, cars: int | None, zones: int | None, readings: float) -> tuple[int, int, int]:

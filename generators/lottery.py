@@ -13,17 +13,16 @@ from __future__ import annotations
 
 import argparse
 import random
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 
 from faker import Faker
 
 from jobs.lottery.job import INPUT_TOPICS, LOTTERY_EVENTS, LOTTERY_TOPIC, USER_EVENTS, USER_TOPIC
 from jobs.lottery.rules import BOUGHT, CLICKED, STARTED
-from joinlab.generate import (Disorder, Event, Record, add_generator_args, arrange, check_generator_args,
+from joinlab.generate import (START, Disorder, Event, Record, add_generator_args, arrange, check_generator_args,
                               disorder_from_args, iso, produce)
 
 SCHEMAS = {LOTTERY_TOPIC: LOTTERY_EVENTS, USER_TOPIC: USER_EVENTS}
-START = datetime(2026, 1, 1, tzinfo=timezone.utc)
 DEFAULT_RATE = 20.0  # events per second of event time: 200 events per 10-second window
 
 

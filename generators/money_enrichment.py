@@ -19,18 +19,17 @@ from __future__ import annotations
 import argparse
 import random
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 
 from faker import Faker
 
 from jobs.money_enrichment.job import (INPUT_TOPICS, SESSIONS, SESSIONS_TOPIC, TRANSACTIONS, TRANSACTIONS_TOPIC, USERS,
                                        USERS_TOPIC)
 from jobs.money_enrichment.rules import TYPES
-from joinlab.generate import (Disorder, Event, Record, add_generator_args, arrange, check_generator_args,
+from joinlab.generate import (START, Disorder, Event, Record, add_generator_args, arrange, check_generator_args,
                               disorder_from_args, fraction, iso, positive, produce)
 
 SCHEMAS = {TRANSACTIONS_TOPIC: TRANSACTIONS, SESSIONS_TOPIC: SESSIONS, USERS_TOPIC: USERS}
-START = datetime(2026, 1, 1, tzinfo=timezone.utc)
 DEFAULT_RATE = 20.0       # events per second of event time
 UPDATE_SHARE = 0.05       # user updates, as a share of all events (at least the 3 planted ones)
 FIRST_TX_WITHIN_MS = 2000  # a before-session session's first transaction, so it still arrives in time

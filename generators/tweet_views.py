@@ -12,16 +12,15 @@ from __future__ import annotations
 
 import argparse
 import random
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 
 from faker import Faker
 
 from jobs.tweet_views.job import INPUT_TOPICS, TWEETS, TWEETS_TOPIC, USERS, USERS_TOPIC
-from joinlab.generate import (Disorder, Event, Record, add_generator_args, arrange, arrive_first,
+from joinlab.generate import (START, Disorder, Event, Record, add_generator_args, arrange, arrive_first,
                               check_generator_args, disorder_from_args, iso, produce)
 
 SCHEMAS = {USERS_TOPIC: USERS, TWEETS_TOPIC: TWEETS}
-START = datetime(2026, 1, 1, tzinfo=timezone.utc)
 FIRST_USER_ID, FIRST_TWEET_ID = 1_001, 7_000_000_001  # disjoint, so a join on the wrong id finds nothing
 
 

@@ -13,15 +13,24 @@ import random
 import sys
 import time
 from collections import Counter
-from dataclasses import dataclass
-from datetime import datetime, timezone
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta, timezone
 from typing import Iterable, Sequence
 
-from joinlab.events import EventSchema
+from joinlab.events import EventSchema, parse_time
 
 MALFORMED_KINDS = ("empty", "not-json", "truncated", "not-object", "missing-field", "wrong-type")
 FOLLOW_UP_S = 1.0  # a duplicate or malformed record arrives up to this much (event time) after its source
 DEFAULT_COUNT = 1000  # base events a generator makes without --count or --duration
+DEFAULT_SEED = 42
+START = datetime(2026, 1, 1, tzinfo=timezone.utc)  # where every generator's event-time clock starts
+# A run without --seed on topics that already hold records continues after them, so that a running
+# job gets new keys rather than old versions it already has (and emits nothing): every id moves up
+# by ID_STRIDE per record the topics hold, past every id of an earlier run, even of one still
+# sending (a run has fewer keys than ID_STRIDE), and event times start CONTINUE_GAP after the newest
+# among the topics' last records (past any lateness a run was sent with).
+ID_STRIDE = 1_000_000
+CONTINUE_GAP = timedelta(hours=1)
 
 
 def iso(dt: datetime) -> str:
@@ -155,6 +164,61 @@ def send(bootstrap: str, records: Iterable[Record], rate: float | None = None, p
     return total
 
 
+def _body(value: bytes | None) -> dict:
+    """A record's JSON object; {} for a value that is not one (a malformed record)."""
+    try:
+        body = json.loads(value)
+    except (TypeError, ValueError):
+        return {}
+    return body if isinstance(body, dict) else {}
+
+
+def _event_time(value: bytes | None) -> datetime | None:
+    return parse_time(str(_body(value).get("event_time")))
+
+
+def moved(record: Record, by: timedelta, ids: int = 0, versions: int = 0, keep: frozenset = frozenset()) -> Record:
+    """`record` later in event time by `by`, its versions and seqs up by `versions`, and with `ids`
+    every `*_id` not in `keep` made new: a number up by `ids`, a string tagged `-ids`; the key, one
+    of its ids, renamed with it. A value that is no JSON object stays: it is dead-lettered either way."""
+    body, renamed = _body(record.value), {}
+    for name, value in list(body.items()):
+        if name == "event_time" and parse_time(str(value)):
+            body[name] = iso(parse_time(value) + by)
+        elif name in ("version", "seq") and type(value) is int:
+            body[name] = value + versions
+        elif ids and name.endswith("_id") and name not in keep and type(value) in (str, int):
+            body[name] = f"{value}-{ids}" if isinstance(value, str) else value + ids
+            renamed[str(value).encode()] = str(body[name]).encode()
+    return replace(record, key=renamed.get(record.key, record.key), value=_encode(body)) if body else record
+
+
+@dataclass(frozen=True)
+class Continuation:
+    """What the input topics hold when a run starts, which the run continues after (see ID_STRIDE)."""
+    held: int  # records on the input topics
+    newest: datetime | None  # the newest event time among their last records
+
+    def apply(self, records: list[Record]) -> list[Record]:
+        start = min(filter(None, (_event_time(r.value) for r in records)), default=None)
+        by = self.newest + CONTINUE_GAP - start if self.newest and start else timedelta(0)
+        return [moved(r, by, ids=self.held * ID_STRIDE) for r in records]
+
+    def line(self) -> str:
+        return (f"the input topics hold {self.held} records already, so this run continues after them: ids up by "
+                f"{self.held * ID_STRIDE}, event times from {iso((self.newest or START) + CONTINUE_GAP)} "
+                "(--seed N sends a seed's events as they are, e.g. again)")
+
+
+def continuation(bootstrap: str, topics: Sequence[str], last: int = 50) -> Continuation | None:
+    """Where a run on `topics` continues (from their end offsets and last `last` records); None when
+    they hold nothing."""
+    from joinlab.topics import records_on, tail
+    held = records_on(bootstrap, topics)
+    times = [_event_time(r.value) for topic in topics for r in tail(bootstrap, topic, last)] if held else []
+    return Continuation(held, max(filter(None, times), default=None)) if held else None
+
+
 def bounded(kind=float, low=None, high=None, above=None):
     """An argparse type: a `kind` in [low, high], or > `above`, else a message that says what to give."""
     def parse(text: str):
@@ -180,7 +244,8 @@ def positive(kind):
 def add_generator_args(parser: argparse.ArgumentParser) -> None:
     """The flags every pattern generator shares (call `check_generator_args` after parsing)."""
     g = parser.add_argument_group("common generator options")
-    g.add_argument("--seed", type=int, default=42, help="random seed; same seed, same records (default 42)")
+    g.add_argument("--seed", type=int, help=f"random seed; same seed, same records. Default: {DEFAULT_SEED}, and on "
+                                              "topics that already hold records, new ids and later event times")
     g.add_argument("--count", type=positive(int), help=f"number of base events (default {DEFAULT_COUNT})")
     g.add_argument("--duration", type=positive(float), help="seconds to send for; needs --rate")
     g.add_argument("--rate", type=positive(float),
@@ -195,7 +260,9 @@ def add_generator_args(parser: argparse.ArgumentParser) -> None:
 
 
 def check_generator_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """Reject inconsistent flags with a message that says what to do; fill in args.count."""
+    """Reject inconsistent flags with a message that says what to do; fill in args.count, args.seed
+    and args.continues (no --seed: continue after what the topics hold)."""
+    args.continues, args.seed = args.seed is None, DEFAULT_SEED if args.seed is None else args.seed
     if args.duration is not None:
         if args.rate is None:
             parser.error("--duration needs --rate (events/s), e.g. --duration 60 --rate 100")
@@ -223,6 +290,10 @@ def produce(pattern: str, args: argparse.Namespace, topics: list[str], records: 
     except BrokerError as exc:
         raise SystemExit(f"error: {exc} Or pass --bootstrap host:port.") from None
     create_topics(bootstrap, topics)
+    after = continuation(bootstrap, topics) if args.continues else None
+    if after:
+        print(f"{pattern}: {after.line()}")
+        records = after.apply(records)
     sent = send(bootstrap, records, rate=args.rate, progress=not args.no_progress)
     print(f"{pattern}: sent {sent} records to {', '.join(topics)} at {bootstrap}: {summary(records)}")
 

@@ -32,14 +32,20 @@ class CheckpointError(RuntimeError):
 def start(spark: SparkSession, job: ModuleType, bootstrap: str, checkpoint: str, *,
           available_now: bool = False, max_offsets_per_trigger: int | None = None,
           trigger_interval: str = "1 second", name: str | None = None,
-          solution: ModuleType | None = None, fail_on_data_loss: bool = True) -> StreamingQuery:
+          solution: ModuleType | None = None, fail_on_data_loss: bool = True,
+          output_prefix: str = "") -> StreamingQuery:
     """Start `job` reading its inputs from the beginning (or from its checkpoint, on restart),
     with the processors of `solution` (a candidate's module; None: the lab's own). With
-    `fail_on_data_loss` the query stops when its checkpointed offsets are gone from the broker."""
+    `fail_on_data_loss` the query stops when its checkpointed offsets are gone from the broker.
+    `output_prefix` goes before every output topic's name (a notebook's job writes apart)."""
+    from pyspark.sql import functions as F
     check_state_layout(job, checkpoint, solution)
     raw = read_kafka(spark, bootstrap, job.INPUT_TOPICS, starting="earliest",
                      max_offsets_per_trigger=max_offsets_per_trigger, fail_on_data_loss=fail_on_data_loss)
-    writer = kafka_sink(job.build(raw, solution), bootstrap, checkpoint).outputMode("append")
+    out = job.build(raw, solution)
+    if output_prefix:
+        out = out.withColumn("topic", F.concat(F.lit(output_prefix), "topic"))
+    writer = kafka_sink(out, bootstrap, checkpoint).outputMode("append")
     if name:
         writer = writer.queryName(name)
     writer = writer.trigger(availableNow=True) if available_now else writer.trigger(processingTime=trigger_interval)

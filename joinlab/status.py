@@ -63,6 +63,9 @@ class BatchStatus:
     watermark: str | None                 # ISO-8601 UTC; NO_WATERMARK before it first moves, None if the job has none
     state_rows: list[int] = field(default_factory=list)  # one per stateful stage
     timestamp: str = ""
+    # Valid records that changed no state and wrote nothing: old versions or repeats of what the job
+    # already had (a generator run again with the same --seed). Said, so that `out 0` is not a riddle.
+    old_versions: int = 0
 
     def line(self) -> str:
         """`batch 12 | in tweets 47, users 3 | out tweet-views 45 | dead letters 2 | 0.84 s | ...`"""
@@ -76,6 +79,9 @@ class BatchStatus:
                                          else self.watermark.replace("T", " ").replace(".000Z", "").rstrip("Z")))
         if self.state_rows:
             parts.append("state rows " + " / ".join(str(n) for n in self.state_rows))
+        if self.old_versions:
+            n = self.old_versions
+            parts.append(f"{n} old version{'s' * (n != 1)} ignored: records the job already had")
         return " | ".join(parts)
 
     def json(self) -> str:
@@ -92,6 +98,10 @@ def batch_status(progress: Any, input_topics: Iterable[str], output_topics: Iter
     spans = [offset_spans(source) for source in p.get("sources") or []]
     written = (p.get("observedMetrics") or {}).get(OBSERVED) or {}
     duration_ms = p.get("batchDuration") or (p.get("durationMs") or {}).get("triggerExecution", 0)
+    ops = p.get("stateOperators") or []
+    valid = sum(sum(span.values()) for span in spans) - int(written.get(dead_letter_topic, 0))
+    unchanged = ops and not any(op.get("numRowsUpdated") for op in ops) and not any(
+        written.get(t) for t in output_topics if t != dead_letter_topic)
     return BatchStatus(
         batch=p["batchId"],
         records_in={t: sum(span.get(t, 0) for span in spans) for t in input_topics},
@@ -99,8 +109,9 @@ def batch_status(progress: Any, input_topics: Iterable[str], output_topics: Iter
         dead_letters=int(written.get(dead_letter_topic, 0)) if dead_letter_topic else 0,
         duration_s=duration_ms / 1000,
         watermark=(p.get("eventTime") or {}).get("watermark"),
-        state_rows=[op["numRowsTotal"] for op in p.get("stateOperators") or []],
-        timestamp=p.get("timestamp", ""))
+        state_rows=[op["numRowsTotal"] for op in ops],
+        timestamp=p.get("timestamp", ""),
+        old_versions=max(valid, 0) if unchanged else 0)
 
 
 class Watcher:

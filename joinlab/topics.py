@@ -67,11 +67,21 @@ def end_offsets(consumer: KafkaConsumer, tps: list[TopicPartition]) -> dict[Topi
     return dict(consumer.end_offsets(tps)) if tps else {}
 
 
-def read_topics(bootstrap: str, topics: Iterable[str]) -> list[Record]:
-    """Every record of `topics`, from the beginning to the true end at call time."""
+def records_on(bootstrap: str, topics: Iterable[str]) -> int:
+    """Records written so far to `topics` (their end offsets; a topic that does not exist has none)."""
+    with closing(plain_consumer(bootstrap)) as consumer:
+        return sum(end_offsets(consumer, partitions_of(consumer, topics)).values())
+
+
+def read_topics(bootstrap: str, topics: Iterable[str], upto: dict | None = None) -> list[Record]:
+    """Every record of `topics`, from the beginning to the true end at call time, or to the offsets
+    `upto` ({topic: {partition: offset}}, as Spark's Kafka source gives them) where it names one."""
     with closing(plain_consumer(bootstrap)) as consumer:
         tps = partitions_of(consumer, topics)
-        return _read(consumer, consumer.beginning_offsets(tps), end_offsets(consumer, tps), timeout_s=120)
+        ends = end_offsets(consumer, tps)
+        if upto is not None:
+            ends = {tp: min(end, int(upto.get(tp.topic, {}).get(str(tp.partition), end))) for tp, end in ends.items()}
+        return _read(consumer, consumer.beginning_offsets(tps), ends, timeout_s=120)
 
 
 def _read(consumer: KafkaConsumer, starts: dict[TopicPartition, int], ends: dict[TopicPartition, int],

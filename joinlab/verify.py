@@ -60,9 +60,13 @@ def compare(pattern: str, expected: dict, actual: dict, version: Callable[[dict]
 
 def verify(pattern: str, bootstrap: str) -> Report:
     """Read the pattern's input and output topics whole and compare."""
-    job, reference = patterns.job(pattern), patterns.reference(pattern)
-    inputs = read_topics(bootstrap, job.INPUT_TOPICS)
-    outputs = read_topics(bootstrap, job.OUTPUT_TOPICS)
+    job = patterns.job(pattern)
+    return check(pattern, read_topics(bootstrap, job.INPUT_TOPICS), read_topics(bootstrap, job.OUTPUT_TOPICS))
+
+
+def check(pattern: str, inputs: list, outputs: list) -> Report:
+    """Compare the output records with the reference computed from the input records."""
+    reference = patterns.reference(pattern)
     report = compare(pattern, reference.expected(inputs), reference.actual(outputs), reference.version)
     if hasattr(reference, "notes"):
         report.notes = reference.notes(outputs)

@@ -42,8 +42,7 @@ from joinlab import job as runner
 from joinlab import patterns
 from joinlab import spark as lab_spark
 from joinlab.broker import EmbeddedBroker
-from joinlab.events import parse_time
-from joinlab.generate import Disorder, send
+from joinlab.generate import Disorder, moved, send
 from joinlab.topics import create_topics, end_offsets, partitions_of, plain_consumer
 from joinlab.verify import verify
 
@@ -156,33 +155,8 @@ def _shifted(records: list, piece: int, slices: int, keep: frozenset = frozenset
     replay of the first one): event times by SLICE_SHIFTs, the last slice's not at all; versions and
     seqs by `piece` VERSION_STEPs; every `*_id` not in `keep` made new in every slice after the
     first (ids are strings or numbers in JSON bodies)."""
-    return [_shift(r, piece, (piece - slices + 1) * SLICE_SHIFT, keep) for r in records]
-
-
-def _new_id(value, piece: int):
-    if isinstance(value, bool) or not isinstance(value, (str, int)):
-        return value
-    return f"{value}-{piece}" if isinstance(value, str) else value + piece * 10_000_000_000
-
-
-def _shift(record, piece: int, moved: timedelta, keep: frozenset):
-    try:
-        body = json.loads(record.value)
-    except ValueError:
-        return record  # a malformed record stays as it is: it is dead-lettered either way
-    if not isinstance(body, dict):
-        return record
-    renamed = {}  # a record's key is one of its ids: it is renamed with it
-    for name, value in list(body.items()):
-        if name == "event_time" and isinstance(value, str) and parse_time(value):
-            body[name] = (parse_time(value) + moved).isoformat().replace("+00:00", "Z")
-        elif name in ("version", "seq") and isinstance(value, int) and not isinstance(value, bool):
-            body[name] = value + piece * VERSION_STEP
-        elif piece and name.endswith("_id") and name not in keep:
-            body[name] = _new_id(value, piece)
-            renamed[str(value).encode()] = str(body[name]).encode()
-    key = renamed.get(record.key, record.key) if record.key else record.key
-    return type(record)(record.topic, key, json.dumps(body).encode(), record.kind)
+    return [moved(r, (piece - slices + 1) * SLICE_SHIFT, ids=piece * 10_000_000_000, versions=piece * VERSION_STEP,
+                  keep=keep) for r in records]
 
 
 def _first_batch(pattern: str, query, timeout_s: float = 600) -> None:

@@ -174,12 +174,8 @@ def committed_batches(checkpoint) -> set[int]:
 
 def records_in(bootstrap: str, topics: list[str]) -> int:
     """Records written so far to `topics` (their end offsets)."""
-    from joinlab.topics import end_offsets, partitions_of, plain_consumer
-    consumer = plain_consumer(bootstrap)
-    try:
-        return sum(end_offsets(consumer, partitions_of(consumer, topics)).values())
-    finally:
-        consumer.close()
+    from joinlab.topics import records_on
+    return records_on(bootstrap, topics)
 
 
 def sigkill_when(pattern: str, bootstrap: str, checkpoint, tmp_path, condition, what: str,

@@ -339,3 +339,23 @@ def test_money_summary_counts_every_kind():
     assert summary(records).startswith("event=1000 duplicate=50 ")
 
 
+
+
+@pytest.mark.parametrize("pattern", ["tweet-views", "car-pollution", "lottery", "money-enrichment"])
+def test_a_run_continued_after_what_the_topics_hold_shares_no_id_and_comes_later(pattern):
+    """A generator run again without --seed: the same seed's records, continued after the first run
+    (as `produce` does from the topics), share no id or key with it and come later in event time."""
+    from joinlab import patterns
+    from joinlab.generate import Continuation
+    first = patterns.generator(pattern).generate(42, 300, disorder=MESSY)
+    events = [json.loads(r.value) for r in first if r.kind in ("event", "duplicate")]
+    newest = max(parse_time(b["event_time"]) for b in events)
+    second = Continuation(len(first), newest).apply(first)
+    again = [json.loads(r.value) for r in second if r.kind in ("event", "duplicate")]
+    ids = lambda bodies: {(n, v) for b in bodies for n, v in b.items() if n.endswith("_id")}  # noqa: E731
+    assert ids(events) and not ids(events) & ids(again)
+    assert not {r.key for r in first if r.kind == "event"} & {r.key for r in second if r.kind == "event"}
+    assert min(parse_time(b["event_time"]) for b in again) > newest
+    assert [r.kind for r in second] == [r.kind for r in first]  # the same story, moved
+    unparsed = [r for r in first if r.kind in ("empty", "not-json", "truncated", "not-object")]
+    assert unparsed and all(r in second for r in unparsed)  # no ids to move: dead letters either way

@@ -362,6 +362,113 @@ def test_a_generator_runs_in_the_background_and_logs(stack):
     assert unknown.returncode == 2 and "spark-master" in unknown.stderr
 
 
+def _tweet_ids(stack, topic: str = "tweets") -> set[int]:
+    """The tweet ids of `topic`'s records (the notebook's generator sends malformed ones too)."""
+    from joinlab.topics import read_topics
+    ids = set()
+    for record in read_topics(stack.bootstrap, [topic]):
+        try:
+            ids.add(json.loads(record.value)["tweet_id"])
+        except (ValueError, TypeError, KeyError):
+            continue
+    return ids
+
+
+def _generate(stack, *args: str) -> None:
+    """`joinlab lab generate tweet-views ARGS`, waited for until it has sent everything."""
+    done = joinlab(stack.env, "lab", "generate", "tweet-views", *args)
+    assert done.returncode == 0, done.stderr
+    wait_for(lambda: ps_states(stack.env).get("gen-tweet-views") == "exited", 120, "the generator to finish")
+
+
+STATUS = re.compile(r"^tweet-views batch \d+ \| in users (\d+), tweets (\d+) \| out tweet-views (\d+) \|.*?"
+                    r"(?:\| (\d+) old versions? ignored: records the job already had)?$", re.M)
+
+
+@pytest.fixture(scope="class")
+def terminal(stack, tmp_path_factory):
+    """`joinlab run tweet-views` as a participant starts it in a terminal, on the stack's master."""
+    folder = tmp_path_factory.mktemp("terminal")
+    log = folder / "run.log"
+    with open(log, "wb") as out:
+        job = subprocess.Popen([sys.executable, "-m", "joinlab", "run", "tweet-views", "--checkpoint",
+                                str(folder / "checkpoint")], env=stack.env, cwd=ROOT, stdout=out,
+                               stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        yield SimpleNamespace(process=job, log=log, lines=lambda: STATUS.findall(log.read_text()))
+    finally:
+        from tests.conftest import kill_group
+        kill_group(job)
+
+
+def caught_up(stack, terminal) -> bool:
+    """The terminal job's status lines add up to every record on its input topics."""
+    from tests.conftest import records_in
+    assert terminal.process.poll() is None, terminal.log.read_text()[-3000:]
+    return sum(int(u) + int(t) for u, t, *_ in terminal.lines()) == records_in(stack.bootstrap, ["users", "tweets"])
+
+
+class TestBesideARunningJob:
+    """A workshop room: `joinlab run tweet-views` in a terminal on the stack's master, and beside it a
+    notebook of the same pattern, then generators run again and again (the last with --seed, which
+    mixes a seed's events into the ids other events hold: so it comes last)."""
+
+    @pytest.mark.spark
+    @pytest.mark.timeout(1500)
+    def test_a_notebook_runs_beside_the_job_and_a_generator(self, stack, terminal, tmp_path):
+        """tweet_views.ipynb executed in a kernel of the stack's environment (its Spark application on
+        the master beside the terminal's) while a background generator keeps sending."""
+        import nbformat
+        from nbclient import NotebookClient
+
+        from tests.test_notebooks import NOTEBOOKS_DIR, SMALL, _fresh_start, _kernel_manager, _text_outputs
+        background = joinlab(stack.env, "lab", "generate", "tweet-views", "--rate", "20")
+        assert background.returncode == 0, background.stderr
+        try:
+            nb = nbformat.read(NOTEBOOKS_DIR / "tweet_views.ipynb", as_version=4)
+            env = {**stack.env, **SMALL, "MPLBACKEND": "Agg", "PYTHONUNBUFFERED": "1"}
+            nb.cells.insert(0, _fresh_start(env))
+            km = _kernel_manager(tmp_path / "kernels")
+            client = NotebookClient(nb, km=km, timeout=900, startup_timeout=120,
+                                    resources={"metadata": {"path": str(NOTEBOOKS_DIR)}})
+            try:
+                client.execute(env=env)
+            finally:
+                nbformat.write(nb, tmp_path / "tweet_views.ipynb")
+            assert "0 mismatches (OK)" in _text_outputs(nb)
+            assert ps_states(stack.env)["gen-tweet-views"] == "running", "the generator stopped before the notebook"
+            assert terminal.process.poll() is None
+        finally:
+            joinlab(stack.env, "lab", "down", "gen-tweet-views")
+
+    @pytest.mark.spark
+    def test_a_generator_run_again_sends_new_events_that_reach_the_running_job(self, stack, terminal):
+        sent = []
+        for _ in range(2):  # the same command twice, as a participant would
+            before = _tweet_ids(stack)
+            _generate(stack, "--rate", "400", "--count", "200")
+            sent.append(_tweet_ids(stack) - before)
+            assert sent[-1], "the generator sent no new tweet"
+            wait_for(lambda: sent[-1] <= _tweet_ids(stack, "tweet-views"), 600,
+                     "the run's tweets as views out of the running job")
+        assert not sent[0] & sent[1]
+        logs = joinlab(stack.env, "lab", "logs", "--no-follow", "--service", "gen-tweet-views").stdout
+        assert "continues after them" in logs and "--seed N" in logs
+        wait_for(lambda: caught_up(stack, terminal), 600, "the job to read both runs")
+        from joinlab.verify import verify
+        assert verify("tweet-views", stack.bootstrap).ok
+
+        # The same events again only when asked: the job says it had them, not a bare `out 0`. (A
+        # seed's events carry the first ids, taken by other events already: checked no more.)
+        _generate(stack, "--rate", "400", "--count", "100", "--seed", "5")
+        wait_for(lambda: caught_up(stack, terminal), 600, "the job to read the seeded run")
+        seen = len(terminal.lines())
+        _generate(stack, "--rate", "400", "--count", "100", "--seed", "5")
+        wait_for(lambda: caught_up(stack, terminal), 600, "the job to read the seeded run again")
+        again = terminal.lines()[seen:]
+        assert again and all(out == "0" and old == str(int(u) + int(t)) for u, t, out, old in again), again
+
+
 @pytest.mark.spark
 def test_down_stops_everything_and_frees_the_ports(stack):
     pids = stack_pids(stack.home)

@@ -44,7 +44,20 @@ def test_the_status_line_shows_each_number_of_the_batch():
     assert json.loads(status.json()) == {
         "batch": 7, "records_in": {"lottery-events": 55, "user-events": 35},
         "records_out": {"lottery-winners": 2, "lottery-rejections": 9}, "dead_letters": 1, "duration_s": 1.234,
-        "watermark": "2026-01-01T00:00:07.000Z", "state_rows": [12, 40, 3], "timestamp": "2026-11-22T10:00:02.000Z"}
+        "watermark": "2026-01-01T00:00:07.000Z", "state_rows": [12, 40, 3], "timestamp": "2026-11-22T10:00:02.000Z",
+        "old_versions": 0}
+
+
+def test_a_batch_of_records_the_job_already_had_says_so_instead_of_a_bare_out_0():
+    """A generator run again with the same --seed: every record valid, no state changed, nothing out."""
+    ops = [dict(op, numRowsUpdated=0) for op in LOTTERY_PROGRESS["stateOperators"]]
+    again = dict(LOTTERY_PROGRESS, stateOperators=ops, observedMetrics={"records_out": {"lottery-dlq": 1}})
+    assert batch_status(again, *LOTTERY_TOPICS).line().endswith(
+        "| state rows 12 / 40 / 3 | 89 old versions ignored: records the job already had")
+    for changed in (dict(again, stateOperators=LOTTERY_PROGRESS["stateOperators"]),  # a state row written
+                    dict(again, observedMetrics={"records_out": {"lottery-winners": 1}}),  # a record out
+                    dict(again, stateOperators=[])):  # a job without state knows nothing of versions
+        assert "old versions" not in batch_status(changed, *LOTTERY_TOPICS).line()
 
 
 def test_a_first_batch_reads_from_offset_zero_and_a_job_without_watermark_shows_none():

@@ -5,6 +5,7 @@ import json
 import os
 import shutil
 import time
+from dataclasses import replace
 from typing import Any, Callable, Iterable
 
 import pandas as pd
@@ -14,20 +15,23 @@ from joinlab import job as runner
 from joinlab import patterns
 from joinlab import state as state_source
 from joinlab.config import lab_home
-from joinlab.generate import Disorder, Record, send
+from joinlab.generate import Disorder, Record, continuation, send
 from joinlab.notebook.env import connect, setting
 from joinlab.notebook.feed import Feed
 from joinlab.notebook.peek import frame, topic_ends
 from joinlab.notebook.progress import as_dict, wait_until
-from joinlab.spark import session, stop, ui_url
+from joinlab.spark import executors, session, stop, ui_url
 from joinlab.status import Watcher, observed, offsets
 from joinlab.topics import NoSuchTopic
 from joinlab.topics import Record as TopicRecord
 from joinlab.topics import create_topics, read_topics, tail
-from joinlab.verify import verify
+from joinlab.verify import check
 
 # Out of order, with duplicates and a few malformed records, as in `make demo`.
 DEFAULT_DISORDER = Disorder(delayed=0.2, max_delay_s=5.0, duplicates=0.05, malformed=0.01)
+# A notebook's job writes its output topics under this prefix: a `joinlab run` of the same pattern
+# may run beside it on the same inputs, and neither job's output, nor its check, mixes with the other's.
+OUTPUT_PREFIX = "notebook-"
 
 
 class Lab:
@@ -45,10 +49,12 @@ class Lab:
         self.query = None
         self.feed: Feed | None = None
         self.services = None  # what the job calls (money enrichment: its lookup service), open while it runs
+        self.outputs = {t: OUTPUT_PREFIX + t for t in self.job.OUTPUT_TOPICS}  # the pattern's name -> this job's
+        self.target: dict | None = None  # the input ends `caught_up` waits for (taken when it is first asked)
 
     def __repr__(self) -> str:
         return (f"<Lab {self.pattern}: broker {self.bootstrap}, inputs {', '.join(self.job.INPUT_TOPICS)}, "
-                f"outputs {', '.join(self.job.OUTPUT_TOPICS)}>")
+                f"outputs {', '.join(self.outputs.values())}>")
 
     # --- topics
     @property
@@ -56,19 +62,20 @@ class Lab:
         return list(self.job.INPUT_TOPICS) + list(self.job.OUTPUT_TOPICS)
 
     def create_topics(self) -> dict[str, int]:
-        create_topics(self.bootstrap, self.topics)
+        create_topics(self.bootstrap, [self.outputs.get(t, t) for t in self.topics])
         return self.counts()
 
     def counts(self, topics: Iterable[str] | None = None) -> dict[str, int]:
-        """Records per topic right now (end offsets; the topics are never compacted or trimmed)."""
+        """Records per topic right now (end offsets; the topics are never compacted or trimmed). An
+        output topic is named as the pattern names it and counted where this notebook's job writes it."""
         topics = list(topics or self.topics)
-        ends = topic_ends(self.bootstrap, topics)
-        return {t: sum(ends.get(t, {}).values()) for t in topics}
+        ends = topic_ends(self.bootstrap, [self.outputs.get(t, t) for t in topics])
+        return {t: sum(ends.get(self.outputs.get(t, t), {}).values()) for t in topics}
 
     def peek(self, topic: str, n: int = 5, columns: list[str] | None = None) -> pd.DataFrame:
         """The latest `n` records of `topic` (by Kafka timestamp, across partitions), newest last."""
         try:
-            df = frame(tail(self.bootstrap, topic, n))
+            df = frame(self._named(tail(self.bootstrap, self.outputs.get(topic, topic), n)))
         except NoSuchTopic:
             df = frame([])
         if columns:  # plus `raw`, the value of records that are not JSON objects, if any
@@ -79,8 +86,13 @@ class Lab:
         """Every record of `topics`, in the order they reached the broker (Kafka timestamp, then
         offset): reading topics whole returns them partition by partition, and a replay of the
         events (e.g. the car-pollution alternatives) needs the order they were sent in."""
-        records = read_topics(self.bootstrap, list(topics or self.topics))
+        records = self._named(read_topics(self.bootstrap, [self.outputs.get(t, t) for t in topics or self.topics]))
         return sorted(records, key=lambda r: (r.timestamp_ms, r.topic, r.partition, r.offset))
+
+    def _named(self, records: Iterable[TopicRecord]) -> list[TopicRecord]:
+        """`records` with this job's output topics named as the pattern names them (what the cells use)."""
+        pattern_name = {mine: name for name, mine in self.outputs.items()}
+        return [replace(r, topic=pattern_name.get(r.topic, r.topic)) for r in records]
 
     def read(self, *topics: str) -> pd.DataFrame:
         """Every record of `topics` (default: all the pattern's topics) as one table."""
@@ -90,6 +102,7 @@ class Lab:
         """Produce one JSON record (e.g. a hand-made update) and wait for its acknowledgement."""
         body = json.dumps(value, separators=(",", ":")).encode()
         send(self.bootstrap, [Record(topic, str(key).encode(), body, "event")], progress=False)
+        self.target = None  # `caught_up` now waits for this record too
 
     def latest_outputs(self) -> pd.DataFrame:
         """The reference module's `actual`: the last output per key, one row each."""
@@ -102,16 +115,22 @@ class Lab:
         return query_progress.timeline(self.read(), self.topics, freq, since)
 
     # --- the generator
-    def start_generator(self, count: int, rate: float | None, seed: int = 7, **options) -> Feed:
+    def start_generator(self, count: int, rate: float | None, seed: int | None = None, **options) -> Feed:
         """The pattern's generator (`generate(seed, count, disorder=DEFAULT_DISORDER, **options)`)
-        sent at `rate` records/s in the background. `rate` also sets the generator's event-time clock."""
+        sent at `rate` records/s in the background. `rate` also sets the generator's event-time clock.
+        Without a seed: seed 7, continued after what the input topics hold (new ids, later event
+        times: joinlab.generate.Continuation), as `joinlab generate` does."""
         if self.feed and not self.feed.done:
             print(f"a generator is already running: {self.feed!r}")
             return self.feed
         options.setdefault("disorder", DEFAULT_DISORDER)
         if rate:
             options.setdefault("rate", rate)
-        records = self.generator.generate(seed, count, **options)
+        records = self.generator.generate(7 if seed is None else seed, count, **options)
+        after = continuation(self.bootstrap, self.job.INPUT_TOPICS) if seed is None else None
+        if after:
+            print(after.line().replace("this run", "this generator"))
+            records = after.apply(records)
         self.feed = Feed(self.bootstrap, records, rate)
         return self.feed
 
@@ -142,7 +161,7 @@ class Lab:
             self.services.__enter__()
         self.query = runner.start(spark, observed(self.job), self.bootstrap, self.checkpoint,
                                   trigger_interval=trigger, max_offsets_per_trigger=max_offsets_per_trigger,
-                                  name=self.query_name, solution=solution)
+                                  name=self.query_name, solution=solution, output_prefix=OUTPUT_PREFIX)
         print(f"started {self.query_name}: trigger every {trigger}, checkpoint {self.checkpoint}")
         return self.query
 
@@ -158,17 +177,43 @@ class Lab:
         """`wait_until`, giving up at once if the query fails."""
         return wait_until(condition, timeout_s, what, check=self.check_query)
 
-    def caught_up(self) -> bool:
-        """True when the last micro-batch read up to the current end of every input topic."""
+    def _done(self) -> dict:
+        """The input offsets the job's last finished micro-batch read up to."""
         last = self._last_progress()
-        if not last.get("sources"):
-            return False
-        done = offsets(last["sources"][0]["endOffset"])
-        ends = topic_ends(self.bootstrap, self.job.INPUT_TOPICS)
-        return all(int(done.get(t, {}).get(p, 0)) >= end for t, parts in ends.items() for p, end in parts.items())
+        return offsets(last["sources"][0]["endOffset"]) if last.get("sources") else {}
+
+    def caught_up(self) -> bool:
+        """True when the job has read every input record that was there when this was first asked
+        (again after this notebook sent one, and on every call while its generator sends): not
+        what others send meanwhile, e.g. a generator in a terminal, whose end would keep moving."""
+        if self.target is None or (self.feed and not self.feed.done):
+            self.target = topic_ends(self.bootstrap, self.job.INPUT_TOPICS)
+        done = self._done()
+        if all(int(done.get(t, {}).get(p, 0)) >= end for t, parts in self.target.items() for p, end in parts.items()):
+            self.target = None
+            return True
+        return False
 
     def wait_caught_up(self, timeout_s: float = 180) -> None:
-        self.wait_until(self.caught_up, timeout_s, "the job to catch up with its input topics")
+        try:
+            self.wait_until(self.caught_up, timeout_s, "the job to catch up with its input topics")
+        except TimeoutError:
+            raise TimeoutError(self.behind(timeout_s)) from None
+
+    def behind(self, waited_s: float) -> str:
+        """Why the job has not caught up yet, and what to do, in words."""
+        done, target = self._done(), self.target or {}
+        left = sum(max(0, end - int(done.get(t, {}).get(p, 0))) for t, parts in target.items() for p, end in parts.items())
+        more = sum(self.counts(self.job.INPUT_TOPICS).values()) - sum(sum(parts.values()) for parts in target.values())
+        return " ".join([
+            f"after {waited_s:.0f} s the job still has {left} input records to read of those there when this started.",
+            "This notebook's Spark application has no executor: the Spark worker's cores are all taken by other "
+            "applications (the master's web UI lists them); stop one (Ctrl-C a `joinlab run`, another notebook's "
+            "`lab.stop()`) and it goes on." if self.spark is not None and executors(self.spark) == 0 else
+            "It reads them on its share of the cores (a `joinlab run` beside it has another): run the cell again to "
+            "wait longer.",
+            f"{more} more came meanwhile from elsewhere (a generator in a terminal?); it does not wait for those, but "
+            f"reads them too: `joinlab lab down gen-{self.pattern}` stops a background generator." if more > 0 else ""])
 
     def progress(self) -> pd.DataFrame:
         """One row per micro-batch with input (from `query.recentProgress`): records read (from
@@ -231,8 +276,16 @@ class Lab:
 
     # --- the reference, and stopping
     def verify(self):
-        """Compare the output topic with the batch reference; prints the report and returns it."""
-        report = verify(self.pattern, self.bootstrap)
+        """Compare this job's output with the batch reference of the input it has read (its last
+        finished micro-batch's offsets): what others send meanwhile is not counted against it, and
+        neither is what the micro-batch running now writes. Prints the report and returns it."""
+        last = self._last_progress()
+        if not last:
+            raise RuntimeError("the job has not finished a micro-batch yet: run `lab.wait_caught_up()` first")
+        finished_ms = pd.Timestamp(last["timestamp"]).value // 10**6 + last["durationMs"]["triggerExecution"]
+        inputs = read_topics(self.bootstrap, self.job.INPUT_TOPICS, upto=self._done())
+        outputs = [r for r in self.records(self.job.OUTPUT_TOPICS) if r.timestamp_ms <= finished_ms]
+        report = check(self.pattern, inputs, outputs)
         print("\n".join(report.lines()))
         return report
 
