@@ -67,7 +67,7 @@ def test_ps_when_nothing_runs(tmp_path):
     env = lab_env(tmp_path)
     done = joinlab(env, "lab", "ps")
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines()[0].split() == ["SERVICE", "STATE", "PID", "URL"]
+    assert done.stdout.splitlines()[0].split() == ["SERVICE", "STATE", "PID", "MEMORY", "URL"]
     assert ps_states(env) == {name: "stopped" for name in CORE}
     assert "Nothing runs; start the lab with `make up`" in done.stdout
     down = joinlab(env, "lab", "down")
@@ -100,7 +100,8 @@ def test_down_ps_and_logs_act_on_the_compose_stack_when_make_up_started_it(tmp_p
     assert joinlab(env, "lab", "ps").returncode == 0
     assert joinlab(env, "lab", "logs", "--no-follow", "--service", "kafka").returncode == 0
     assert joinlab(env, "lab", "down", "--volumes").returncode == 0
-    assert calls.read_text().splitlines() == ["compose ps", "compose logs --tail 50 kafka", "compose down -v"]
+    assert calls.read_text().splitlines() == ["compose ps", "compose stats --no-stream --format table {{.Name}}\t{{.MemUsage}}",
+                                              "compose logs --tail 50 kafka", "compose down -v"]
     assert not (tmp_path / "lab" / "stack").exists()
 
 
