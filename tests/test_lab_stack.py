@@ -363,6 +363,39 @@ def test_a_generator_runs_in_the_background_and_logs(stack):
     assert unknown.returncode == 2 and "spark-master" in unknown.stderr
 
 
+def _bytes(shown: str) -> int:
+    number, unit = shown.split()
+    return int(float(number) * {"MiB": 1 << 20, "GiB": 1 << 30}[unit])
+
+
+@pytest.mark.spark
+def test_with_a_job_a_generator_and_a_notebook_the_lab_stays_within_its_memory_budget(stack):
+    """perf.memory's phases on this stack: (b) `joinlab run tweet-views` and a background generator,
+    (c) and a JupyterLab kernel running the car-pollution notebook's generator and job; every
+    process counted (the services' trees, executors, drivers, Python workers, the kernel), its
+    shared pages split between the processes that share them (PSS).
+    At (c), `joinlab lab ps` shows each service's memory, its whole process tree's."""
+    from perf import memory
+    shown = {}
+
+    def ps_at_c():
+        done = joinlab(stack.env, "lab", "ps")
+        assert done.stdout.splitlines()[0].split() == ["SERVICE", "STATE", "PID", "MEMORY", "URL"], done.stdout
+        rows = [line.split() for line in done.stdout.splitlines()[1:]]
+        shown.update({row[0]: _bytes(" ".join(row[3:5])) for row in rows if row[1] in ("healthy", "running")})
+        shown["sampled"] = memory.sample(stack.home)
+    found = memory.phases(stack.env, stack.home, stack.jupyter, stack.token, during_c=ps_at_c)
+    print("\n" + memory.markdown(found))
+    pss = memory.total(found["c"])[1]
+    assert pss <= memory.BUDGET, f"(c) takes {memory.gib(pss)}, over the budget of {memory.gib(memory.BUDGET)}"
+    assert memory.total(found["a"])[1] < memory.total(found["b"])[1] < pss  # every phase's processes counted
+    parts = shown.pop("sampled")
+    assert set(shown) >= set(CORE) | {"gen-tweet-views"}
+    for service in ("jupyter", "spark-worker"):  # the kernel and its driver; the executors and their workers
+        tree = sum(size for key, (size, _) in parts.items() if key.startswith(service))
+        assert tree > 2 * parts[service][0] and shown[service] > 0.8 * tree, (service, shown, parts)
+
+
 @pytest.mark.spark
 def test_down_stops_everything_and_frees_the_ports(stack):
     pids = stack_pids(stack.home)
