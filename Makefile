@@ -93,7 +93,7 @@ up-native: install check-java ## Start broker, topics, Spark master + worker, Ju
 down: install ## Stop whichever lab `make up` started (Compose or native) and wait until it is gone
 	$(LAB) lab down
 
-ps: install ## List the lab's services: state, pid, URL
+ps: install ## List the lab's services: state, pid, memory (RSS of each process tree), URL
 	@$(LAB) lab ps
 
 logs: install ## Follow the services' logs (SERVICE=spark-worker for one)

@@ -261,7 +261,7 @@ def parser() -> argparse.ArgumentParser:
     down = lab_sub.add_parser("down", help="stop everything (or the named services) and wait until it is gone")
     down.add_argument("services", nargs="*", metavar="SERVICE", help="only these, e.g. gen-tweet-views")
     down.add_argument("--volumes", action="store_true", help="with Docker Compose: also delete its volumes")
-    lab_sub.add_parser("ps", help="a table of the services: state, pid, URL")
+    lab_sub.add_parser("ps", help="a table of the services: state, pid, memory, URL")
     logs = lab_sub.add_parser("logs", help="follow the services' log files")
     logs.add_argument("--service", help="only this service's log (e.g. spark-worker)")
     logs.add_argument("-n", "--lines", type=int, default=50, help="lines of history (default 50)")

@@ -19,7 +19,11 @@ ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvi
 # RocksDB writes a small changelog per commit instead of uploading a snapshot of its files: a
 # shorter commit per micro-batch (docs/benchmarks.md). Not fixed by a checkpoint. Row counting
 # (Spark's default) stays on: the status line, the notebooks and `make soak` show state rows.
-STATE_STORE_CONF = {"spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true"}
+# Its memtables and block caches share one bound per JVM instead of taking up to their own for
+# every partition of every stage (docs/operations.md#memory).
+STATE_STORE_CONF = {"spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+                    "spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage": "true",
+                    "spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB": "128"}
 # Checkpoint files written through Hadoop's FileSystem API, not FileContext (Spark's default):
 # the same files, in less time per commit (docs/benchmarks.md); not fixed by a checkpoint. It
 # checks that a file is absent, then renames, so two runs on one checkpoint are still refused at
@@ -29,8 +33,23 @@ CHECKPOINT_FILES_CONF = {CHECKPOINT_FILES: "org.apache.spark.sql.execution.strea
                                            "FileSystemBasedCheckpointFileManager"}
 # HotSpot never compiles a method of more than 8,000 bytes of bytecode: it stays interpreted. The
 # code Spark generates for parsing (joinlab.events) is such a method, so without this every record
-# would be parsed by the interpreter (docs/benchmarks.md).
-JVM_OPTIONS = "-XX:-DontCompileHugeMethods"
+# would be parsed by the interpreter (docs/benchmarks.md). And, for the lab's memory budget
+# (docs/operations.md#memory): a heap that starts small, not at a 64th of the machine's memory,
+# and the serial collector, whose heap grows only as far as the live data needs.
+JVM_OPTIONS = "-XX:-DontCompileHugeMethods -Xms64m -XX:+UseSerialGC"
+# A UI store of the last 100 SQL executions, jobs and stages, not 1,000: a micro-batch is one of
+# each, and a long-running driver's heap grew with them (docs/benchmarks.md).
+UI_STORE_CONF = {"spark.sql.ui.retainedExecutions": "100", "spark.ui.retainedJobs": "100",
+                 "spark.ui.retainedStages": "100"}
+
+
+def memory_conf(master: str) -> dict[str, str]:
+    """Heaps within the lab's memory budget (docs/operations.md#memory), unless Spark's own
+    variables say otherwise: the least Spark accepts on a cluster, where a driver plans and watches;
+    a local driver runs the tasks too."""
+    driver = "1g" if master.startswith("local") else "512m"
+    return {"spark.driver.memory": os.environ.get("SPARK_DRIVER_MEMORY", driver),
+            "spark.executor.memory": os.environ.get("SPARK_EXECUTOR_MEMORY", "512m"), **UI_STORE_CONF}
 
 
 def spark_master() -> str:
@@ -49,10 +68,11 @@ def session(app_name: str = "stream-join-lab", **conf: str) -> SparkSession:
     bind = "127.0.0.1" if driver_host == "127.0.0.1" else "0.0.0.0"
     os.environ.setdefault("SPARK_LOCAL_IP", bind)
     java_options = f"{logs.java_options(lab_home())} {JVM_OPTIONS}"
-    builder = (SparkSession.builder.appName(app_name).master(spark_master())
+    master = spark_master()
+    builder = (SparkSession.builder.appName(app_name).master(master)
                .config("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
                .config("spark.sql.shuffle.partitions", str(shuffle_partitions()))
-               .config(map={**STATE_STORE_CONF, **CHECKPOINT_FILES_CONF})
+               .config(map={**STATE_STORE_CONF, **CHECKPOINT_FILES_CONF, **memory_conf(master)})
                .config("spark.sql.session.timeZone", "UTC")
                .config("spark.ui.enabled", str(ui_enabled()).lower())
                .config("spark.driver.bindAddress", bind)

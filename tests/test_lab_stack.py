@@ -57,6 +57,16 @@ def ps_states(env: dict) -> dict[str, str]:
             and not line.startswith("Nothing")}
 
 
+def ps_memory(env: dict) -> dict[str, tuple[int, int]]:
+    """Each running service's pid and the memory `lab ps` shows for it, in bytes."""
+    done = joinlab(env, "lab", "ps")
+    assert done.stdout.splitlines()[0].split() == ["SERVICE", "STATE", "PID", "MEMORY", "URL"], done.stdout
+    unit = {"MiB": 1 << 20, "GiB": 1 << 30}
+    return {name: (int(pid), int(float(size) * unit[suffix])) for name, state, pid, size, suffix, *_ in
+            (line.split() for line in done.stdout.splitlines()[1:] if len(line.split()) >= 5)
+            if state in ("healthy", "running")}
+
+
 def port_of(env: dict, key: str) -> int:
     return int(env[PORT_VARS[key]])
 
@@ -67,7 +77,7 @@ def test_ps_when_nothing_runs(tmp_path):
     env = lab_env(tmp_path)
     done = joinlab(env, "lab", "ps")
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines()[0].split() == ["SERVICE", "STATE", "PID", "URL"]
+    assert done.stdout.splitlines()[0].split() == ["SERVICE", "STATE", "PID", "MEMORY", "URL"]
     assert ps_states(env) == {name: "stopped" for name in CORE}
     assert "Nothing runs; start the lab with `make up`" in done.stdout
     down = joinlab(env, "lab", "down")
@@ -100,7 +110,8 @@ def test_down_ps_and_logs_act_on_the_compose_stack_when_make_up_started_it(tmp_p
     assert joinlab(env, "lab", "ps").returncode == 0
     assert joinlab(env, "lab", "logs", "--no-follow", "--service", "kafka").returncode == 0
     assert joinlab(env, "lab", "down", "--volumes").returncode == 0
-    assert calls.read_text().splitlines() == ["compose ps", "compose logs --tail 50 kafka", "compose down -v"]
+    assert calls.read_text().splitlines() == ["compose ps", "compose stats --no-stream --format table {{.Name}}\t{{.MemUsage}}",
+                                              "compose logs --tail 50 kafka", "compose down -v"]
     assert not (tmp_path / "lab" / "stack").exists()
 
 
@@ -438,6 +449,12 @@ class TestBesideARunningJob:
             assert "0 mismatches (OK)" in _text_outputs(nb)
             assert ps_states(stack.env)["gen-tweet-views"] == "running", "the generator stopped before the notebook"
             assert terminal.process.poll() is None
+            # `lab ps` shows each service's memory: its whole process tree's (the worker's executors too)
+            from joinlab.stack.procs import resident
+            memory = ps_memory(stack.env)
+            assert set(memory) >= set(CORE) | {"gen-tweet-views"}
+            worker_pid, worker_tree = memory["spark-worker"]
+            assert worker_tree > 1.5 * resident({worker_pid})[worker_pid], memory
         finally:
             joinlab(stack.env, "lab", "down", "gen-tweet-views")
 

@@ -156,36 +156,44 @@ def down(names: list[str] | None = None, volumes: bool = False) -> int:
     return status
 
 
-def rows() -> list[tuple[str, str, str, str]]:
-    """(service, state, pid, url) for the broker, Spark, JupyterLab, the lookup service and any generator."""
+def rows() -> list[tuple[str, str, str, str, str]]:
+    """(service, state, pid, memory, url) for the broker, Spark, JupyterLab, the lookup service and
+    any generator; memory is the RSS of the service's process tree (executors under the worker,
+    kernels under JupyterLab)."""
     info = broker.running_broker()
     if info:
-        table = [("broker", "healthy", str(info.pid), info.bootstrap_servers)]
+        table = [("broker", "healthy", str(info.pid), _memory(info.pid), info.bootstrap_servers)]
     else:
-        table = [("broker", "exited" if (lab_home() / "broker.json").exists() else "stopped", "-", "")]
+        table = [("broker", "exited" if (lab_home() / "broker.json").exists() else "stopped", "-", "-", "")]
     for name in CORE + [n for n in procs.names() if n not in CORE]:
         service = procs.load(name)
         if service is None:
-            table.append((name, "stopped", "-", ""))
+            table.append((name, "stopped", "-", "-", ""))
         elif not procs.is_running(service):
-            table.append((name, "exited", "-", service.url))
+            table.append((name, "exited", "-", "-", service.url))
         else:
             health = services.HEALTH.get(name)
             state = "running" if health is None else ("healthy" if health[0](service) else "starting")
             url = service.url + (f"  (web UI {service.extra['ui']})" if name == MASTER else "")
-            table.append((name, state, str(service.pid), url))
+            table.append((name, state, str(service.pid), _memory(service.pid), url))
     return table
+
+
+def _memory(pid: int) -> str:
+    size = sum(procs.resident(procs.tree([pid])).values())
+    return f"{size / (1 << 30):.1f} GiB" if size >= 1 << 30 else f"{size >> 20} MiB"
 
 
 def ps() -> int:
     if marker() == "compose":
         print("`make up` started the Docker Compose stack:")
         _compose(["ps"])
+        _compose(["stats", "--no-stream", "--format", "table {{.Name}}\t{{.MemUsage}}"])
     table = rows()
     width = max(len(r[0]) for r in table) + 2
-    print(f"{'SERVICE':<{width}}{'STATE':<10}{'PID':<9}URL")
-    for name, state, pid, url in table:
-        print(f"{name:<{width}}{state:<10}{pid:<9}{url}")
+    print(f"{'SERVICE':<{width}}{'STATE':<10}{'PID':<9}{'MEMORY':<10}URL")
+    for name, state, pid, memory, url in table:
+        print(f"{name:<{width}}{state:<10}{pid:<9}{memory:<10}{url}")
     if all(r[1] == "stopped" for r in table):
         print("Nothing runs; start the lab with `make up` (or `make up-native`).")
     return 0

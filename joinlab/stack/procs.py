@@ -117,6 +117,12 @@ def tree(pids: list[int]) -> set[int]:
     return {p for p in found if not table[p][2].startswith("Z")}
 
 
+def resident(pids: set[int]) -> dict[int, int]:
+    """pid -> resident set size in bytes (`ps -o rss`: KiB on Linux and macOS)."""
+    rows = _ps("-o", "pid=", "-o", "rss=", "-p", ",".join(map(str, pids))) if pids else []
+    return {int(pid): int(kib) * 1024 for pid, kib in (row.split() for row in rows)}
+
+
 def _living(pids: set[int]) -> set[int]:
     table = _table()
     return {p for p in pids if p in table and not table[p][2].startswith("Z")}

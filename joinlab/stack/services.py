@@ -88,9 +88,16 @@ def tail(path: str, lines: int, indent: str = "  ") -> str:
     return "\n".join(indent + line for line in text[-lines:])
 
 
+def daemon_env() -> dict[str, str]:
+    """The master's and the worker's: they schedule and serve a UI, they compute nothing, so a small
+    heap that starts small, serial GC and C1 only (docs/operations.md#memory)."""
+    return {**base_env(), "SPARK_DAEMON_MEMORY": setting("SPARK_DAEMON_MEMORY", "192m"), "SPARK_DAEMON_JAVA_OPTS":
+            setting("SPARK_DAEMON_JAVA_OPTS", "-Xms32m -XX:+UseSerialGC -XX:TieredStopAtLevel=1")}
+
+
 def start_master() -> Service:
     rpc, ui = port("master"), port("master-ui")
-    env = base_env()
+    env = daemon_env()
     # No REST submission server (an extra port nobody uses here); a taken port fails instead of
     # silently moving; apps without spark.cores.max get half the worker (docs/operations.md says why).
     env["SPARK_MASTER_OPTS"] = " ".join([
@@ -110,10 +117,10 @@ def start_worker(master: Service) -> Service:
     ui = port("worker-ui")
     work = lab_home() / "spark-work"
     work.mkdir(exist_ok=True)
-    env = base_env()
+    env = daemon_env()
     env["SPARK_WORKER_OPTS"] = (env.get("SPARK_WORKER_OPTS", "") + " -Dspark.port.maxRetries=0").strip()
     cmd = [f"{spark_home()}/bin/spark-class", WORKER_CLASS, master.url, "--host", HOST, "--webui-port", str(ui),
-           "--cores", str(cores()), "--memory", setting("SPARK_WORKER_MEMORY", "2g"), "--work-dir", str(work)]
+           "--cores", str(cores()), "--memory", setting("SPARK_WORKER_MEMORY", "1g"), "--work-dir", str(work)]
     return procs.spawn(WORKER, cmd, WORKER_CLASS, env, url=f"http://{HOST}:{ui}",
                        extra={"master_ui": master.extra["ui"], "work_dir": str(work)})
 
