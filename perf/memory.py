@@ -27,13 +27,13 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
+from types import SimpleNamespace
 
-from joinlab.broker import free_port
-from joinlab.stack import procs, settings
+from joinlab.stack import procs
+from tests import test_lab_stack as stack_tests
 
 ROOT = Path(__file__).resolve().parents[1]
 BUDGET = 3 << 30
@@ -50,23 +50,14 @@ query = lab.start_job(trigger="2 seconds", max_offsets_per_trigger=1000)
 
 
 def lab_env(home: Path) -> dict[str, str]:
-    """The environment of a stack of our own: its LAB_HOME, its .env, free ports, no outside master."""
-    env = dict(os.environ)
-    for var in ("SPARK_MASTER", "KAFKA_BOOTSTRAP_SERVERS", "JUPYTER_TOKEN", "JUPYTER_TOKEN_FILE", "LAB_HOME",
-                "LAB_LOOKUP_TOKEN", "MONEY_LOOKUP_URL"):
-        env.pop(var, None)
-    ports: set[int] = set()
-    while len(ports) < len(settings.PORTS):
-        ports.add(free_port())
-    env.update(zip((spec.env for spec in settings.PORTS.values()), map(str, sorted(ports))))
-    env.setdefault("LAB_JARS", str(ROOT / ".lab" / "jars"))  # what `make install` fetched
-    env.update(LAB_HOME=str(home / "lab"), LAB_ENV_FILE=str(home / ".env"), LAB_NOTEBOOK_DIR=str(home / "notebooks"))
+    """The stack tests' environment for a stack of our own (free ports, its LAB_HOME and .env), with
+    the jars `make install` fetched."""
+    env = stack_tests.lab_env(home)
+    env.setdefault("LAB_JARS", str(ROOT / ".lab" / "jars"))
     return env
 
 
-def joinlab(env: dict, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "joinlab", *args], env=env, cwd=ROOT, capture_output=True,
-                          text=True, timeout=timeout)
+joinlab = stack_tests.joinlab
 
 
 def wait_for(condition, timeout_s: float, what: str, interval_s: float = 1.0):
@@ -148,12 +139,7 @@ class Kernel:
                                               timeout=600)
 
     def _call(self, method: str, path: str, body: dict | None = None) -> dict:
-        request = urllib.request.Request(f"{self.url}{path}", method=method,
-                                         data=None if body is None else json.dumps(body).encode(),
-                                         headers={"Authorization": f"token {self.token}"})
-        with urllib.request.urlopen(request, timeout=60) as response:
-            text = response.read()
-        return json.loads(text) if text else {}
+        return stack_tests._jupyter(SimpleNamespace(jupyter=self.url, token=self.token), method, path, body)
 
     def run(self, code: str) -> str:
         """The cell's output; AssertionError with its traceback when it fails."""
