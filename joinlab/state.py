@@ -55,6 +55,10 @@ def read(spark, checkpoint: str, var: str | None = None, operator_id: int = 0, b
     """One operator's state (one state variable of it, if `var`), struct columns flattened:
     key.zone_id -> zone_id, and `<struct>.<field>` where a field name repeats."""
     from pyspark.sql import functions as F
+    # Spark's state reader loads RocksDB's snapshots through the state store coordinator, which a
+    # session creates with its query manager: a session that has run no query yet (`joinlab state`)
+    # must make it first, or every read fails with "Cannot find endpoint: StateStoreCoordinator".
+    spark.streams.active
     reader = spark.read.format("statestore").option("operatorId", str(operator_id))
     if var is not None:
         reader = reader.option("stateVarName", var)

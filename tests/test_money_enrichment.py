@@ -1,6 +1,9 @@
 """Money enrichment end to end: generator -> Kafka -> Spark job, calling the lab's session lookup
 service over real HTTP -> Kafka -> verifier. Real parts only."""
 import json
+import os
+import subprocess
+import sys
 from types import SimpleNamespace
 
 import pytest
@@ -207,6 +210,12 @@ def test_a_users_snapshot_bootstraps_state_and_joinlab_state_prints_it(spark, bo
     for var in ("joining", "users", "txs"):
         assert f", {var} (" in printed, f"state variable {var} missing from:\n{printed}"
     assert "waits" in printed and "Snap" in printed and "Shot" in printed
+    # as a user runs it: a fresh process, whose new session has run no query (and so had no state
+    # store coordinator, which Spark's state reader asks for)
+    alone = subprocess.run([sys.executable, "-m", "joinlab", "state", "money-enrichment", "--checkpoint",
+                            str(tmp_path / "cp"), "--var", "users"], capture_output=True, text=True, timeout=300,
+                           env={**os.environ, "SPARK_MASTER": "local[1]", "LAB_SPARK_UI": "false"})
+    assert alone.returncode == 0 and ", users (" in alone.stdout and "Snap" in alone.stdout, alone.stderr[-3000:]
 
 
 def test_duplicates_are_dropped_on_a_sink_that_starts_empty(spark, tmp_path):
