@@ -19,11 +19,11 @@ ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvi
 # RocksDB writes a small changelog per commit instead of uploading a snapshot of its files: a
 # shorter commit per micro-batch (docs/benchmarks.md). Not fixed by a checkpoint. Row counting
 # (Spark's default) stays on: the status line, the notebooks and `make soak` show state rows.
-# Its memtables and block caches share one bound per JVM instead of taking up to their own for
-# every partition of every stage (docs/operations.md#memory).
-STATE_STORE_CONF = {"spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
-                    "spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage": "true",
-                    "spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB": "128"}
+STATE_STORE_CONF = {"spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true"}
+# RocksDB's memtables and block caches share one bound per JVM instead of taking up to their own
+# for every partition of every stage (docs/operations.md#memory).
+ROCKSDB_MEMORY_CONF = {"spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage": "true",
+                       "spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB": "128"}
 # Checkpoint files written through Hadoop's FileSystem API, not FileContext (Spark's default):
 # the same files, in less time per commit (docs/benchmarks.md); not fixed by a checkpoint. It
 # checks that a file is absent, then renames, so two runs on one checkpoint are still refused at
@@ -72,7 +72,8 @@ def session(app_name: str = "stream-join-lab", **conf: str) -> SparkSession:
     builder = (SparkSession.builder.appName(app_name).master(master)
                .config("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
                .config("spark.sql.shuffle.partitions", str(shuffle_partitions()))
-               .config(map={**STATE_STORE_CONF, **CHECKPOINT_FILES_CONF, **memory_conf(master)})
+               .config(map={**STATE_STORE_CONF, **CHECKPOINT_FILES_CONF, **ROCKSDB_MEMORY_CONF,
+                            **memory_conf(master)})
                .config("spark.sql.session.timeZone", "UTC")
                .config("spark.ui.enabled", str(ui_enabled()).lower())
                .config("spark.driver.bindAddress", bind)

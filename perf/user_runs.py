@@ -70,7 +70,8 @@ def peer_command(jar: Path, per_trigger: int, checkpoint: str, bootstrap: str) -
     from joinlab import spark as lab_spark
     conf = {"spark.sql.streaming.stateStore.providerClass": lab_spark.ROCKSDB,
             "spark.sql.shuffle.partitions": str(config.shuffle_partitions()),
-            **lab_spark.STATE_STORE_CONF, **lab_spark.CHECKPOINT_FILES_CONF, "spark.sql.session.timeZone": "UTC",
+            **lab_spark.STATE_STORE_CONF, **lab_spark.CHECKPOINT_FILES_CONF, **lab_spark.ROCKSDB_MEMORY_CONF,
+            "spark.sql.session.timeZone": "UTC",
             "spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1",
             "spark.ui.showConsoleProgress": "false", "spark.sql.chunkBase64String.enabled": "false",
             "spark.driver.extraJavaOptions": f"{logs.java_options(config.lab_home())} {lab_spark.JVM_OPTIONS}"}
