@@ -219,6 +219,16 @@ def continuation(bootstrap: str, topics: Sequence[str], last: int = 50) -> Conti
     return Continuation(held, max(filter(None, times), default=None)) if held else None
 
 
+def continued(bootstrap: str, topics: Sequence[str], records: list[Record], say) -> list[Record]:
+    """`records` continued after what `topics` hold (Continuation), which `say` hears; as they are
+    on topics that hold nothing."""
+    after = continuation(bootstrap, topics)
+    if after is None:
+        return records
+    say(after.line())
+    return after.apply(records)
+
+
 def bounded(kind=float, low=None, high=None, above=None):
     """An argparse type: a `kind` in [low, high], or > `above`, else a message that says what to give."""
     def parse(text: str):
@@ -290,10 +300,8 @@ def produce(pattern: str, args: argparse.Namespace, topics: list[str], records: 
     except BrokerError as exc:
         raise SystemExit(f"error: {exc} Or pass --bootstrap host:port.") from None
     create_topics(bootstrap, topics)
-    after = continuation(bootstrap, topics) if args.continues else None
-    if after:
-        print(f"{pattern}: {after.line()}")
-        records = after.apply(records)
+    if args.continues:
+        records = continued(bootstrap, topics, records, lambda line: print(f"{pattern}: {line}"))
     sent = send(bootstrap, records, rate=args.rate, progress=not args.no_progress)
     print(f"{pattern}: sent {sent} records to {', '.join(topics)} at {bootstrap}: {summary(records)}")
 

@@ -15,7 +15,7 @@ from joinlab import job as runner
 from joinlab import patterns
 from joinlab import state as state_source
 from joinlab.config import lab_home
-from joinlab.generate import Disorder, Record, continuation, send
+from joinlab.generate import Disorder, Record, continued, send
 from joinlab.notebook.env import connect, setting
 from joinlab.notebook.feed import Feed
 from joinlab.notebook.peek import frame, topic_ends
@@ -127,10 +127,9 @@ class Lab:
         if rate:
             options.setdefault("rate", rate)
         records = self.generator.generate(7 if seed is None else seed, count, **options)
-        after = continuation(self.bootstrap, self.job.INPUT_TOPICS) if seed is None else None
-        if after:
-            print(after.line().replace("this run", "this generator"))
-            records = after.apply(records)
+        if seed is None:
+            records = continued(self.bootstrap, self.job.INPUT_TOPICS, records,
+                                lambda line: print(line.replace("this run", "this generator")))
         self.feed = Feed(self.bootstrap, records, rate)
         return self.feed
 
