@@ -172,12 +172,6 @@ def committed_batches(checkpoint) -> set[int]:
     return {int(p.name) for p in (Path(checkpoint) / "commits").glob("[0-9]*")}
 
 
-def records_in(bootstrap: str, topics: list[str]) -> int:
-    """Records written so far to `topics` (their end offsets)."""
-    from joinlab.topics import records_on
-    return records_on(bootstrap, topics)
-
-
 def sigkill_when(pattern: str, bootstrap: str, checkpoint, tmp_path, condition, what: str,
                  env: dict | None = None, log_name: str = "killed", timeout_s: float = 240,
                  interval_s: float = 0.05) -> None:

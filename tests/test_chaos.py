@@ -16,9 +16,9 @@ import pytest
 from joinlab import job as runner
 from joinlab import patterns
 from joinlab.generate import Disorder, send
-from joinlab.topics import create_topics, read_topics
+from joinlab.topics import create_topics, read_topics, records_on
 from joinlab.verify import verify
-from tests.conftest import (committed_batches, delete_all_topics, kill_group, re_emitted, records_in,
+from tests.conftest import (committed_batches, delete_all_topics, kill_group, re_emitted,
                             run_job_to_end, run_pattern_process, sigkill_when, wait_for)
 
 pytestmark = pytest.mark.spark
@@ -72,9 +72,9 @@ def kill_rounds(pattern: str, bootstrap: str, home, stopping: threading.Event):
     kills = []
     for round_, part in enumerate(parts[:-1]):
         send(bootstrap, part, progress=False)
-        outputs_before, commits_before = records_in(bootstrap, job.OUTPUT_TOPICS), len(committed_batches(checkpoint))
+        outputs_before, commits_before = records_on(bootstrap, job.OUTPUT_TOPICS), len(committed_batches(checkpoint))
         if round_ % 2 == 0:
-            point, reached = "mid-write", lambda: records_in(bootstrap, job.OUTPUT_TOPICS) > outputs_before
+            point, reached = "mid-write", lambda: records_on(bootstrap, job.OUTPUT_TOPICS) > outputs_before
         else:
             point, reached = "after a commit", lambda: len(committed_batches(checkpoint)) > commits_before
         sigkill_when(pattern, bootstrap, checkpoint, home, lambda: stopping.is_set() or reached(),

@@ -414,9 +414,9 @@ def terminal(stack, tmp_path_factory):
 
 def caught_up(stack, terminal) -> bool:
     """The terminal job's status lines add up to every record on its input topics."""
-    from tests.conftest import records_in
+    from joinlab.topics import records_on
     assert terminal.process.poll() is None, terminal.log.read_text()[-3000:]
-    return sum(int(u) + int(t) for u, t, *_ in terminal.lines()) == records_in(stack.bootstrap, ["users", "tweets"])
+    return sum(int(u) + int(t) for u, t, *_ in terminal.lines()) == records_on(stack.bootstrap, ["users", "tweets"])
 
 
 class TestBesideARunningJob:

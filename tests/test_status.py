@@ -16,7 +16,8 @@ import pytest
 
 from joinlab import logs
 from joinlab.status import NO_EXECUTOR_S, NO_WATERMARK, ExecutorWatch, Watcher, batch_status
-from tests.conftest import ROOT, committed_batches, kill_group, records_in, wait_for
+from joinlab.topics import records_on
+from tests.conftest import ROOT, committed_batches, kill_group, wait_for
 
 LOTTERY_PROGRESS = {
     "id": "q", "runId": "r", "name": "lottery", "timestamp": "2026-11-22T10:00:02.000Z", "batchId": 7,
@@ -255,7 +256,7 @@ def test_joinlab_run_prints_a_line_per_batch_that_matches_the_topics_and_the_ui_
     from generators.tweet_views import main as generate
     generate(["--count", "300", "--seed", "3", "--malformed", "0.05", "--bootstrap", bootstrap,
               "--no-progress"])
-    sent = records_in(bootstrap, ["users", "tweets"])
+    sent = records_on(bootstrap, ["users", "tweets"])
     env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": bootstrap, "LAB_HOME": str(tmp_path),
            "SPARK_MASTER": "local[2]", "LAB_SPARK_UI": "true", "LAB_SPARK_LOG_LEVEL": "WARN"}
     out, err = tmp_path / "run.out", tmp_path / "run.err"
@@ -282,8 +283,8 @@ def test_joinlab_run_prints_a_line_per_batch_that_matches_the_topics_and_the_ui_
     batches = lines()
     assert [b["batch"] for b in batches] == sorted({b["batch"] for b in batches})
     assert sum(sum(b["records_in"].values()) for b in batches) == sent
-    assert sum(b["records_out"]["tweet-views"] for b in batches) == records_in(bootstrap, ["tweet-views"]) > 0
-    assert sum(b["dead_letters"] for b in batches) == records_in(bootstrap, ["tweet-views-dlq"]) > 0
+    assert sum(b["records_out"]["tweet-views"] for b in batches) == records_on(bootstrap, ["tweet-views"]) > 0
+    assert sum(b["dead_letters"] for b in batches) == records_on(bootstrap, ["tweet-views-dlq"]) > 0
     assert batches[-1]["state_rows"] and batches[-1]["state_rows"][0] > 0
     assert batches[-1]["watermark"] is None  # tweet views keeps every user and tweet: no watermark
     shown = err.read_text()
