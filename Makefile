@@ -43,7 +43,7 @@ test: install check-java ## Run the whole test suite (unit + real broker + real 
 
 # The everyday loop: every pattern's pure tests (TwsTester, no Spark session), the pages' facts,
 # and one live pattern (tweet views on Apache Kafka and Spark, against its reference).
-CHECK_TESTS = $(wildcard tests/test_*_unit.py) tests/test_docs.py tests/test_generators.py \
+CHECK_TESTS = $(wildcard tests/test_*_unit.py) tests/test_patterns.py tests/test_docs.py tests/test_generators.py \
 	"tests/test_tweet_views.py::test_final_views_equal_the_batch_reference[shuffled-1]"
 check: install check-java ## The pure tests and one live pattern, in under 3 minutes
 	$(PY) -m pytest -q $(CHECK_TESTS) $(PYTEST_ARGS)

@@ -12,14 +12,14 @@ Stage 1, CarMovesProcessor, grouped by (entity, entity_id): ("car", car_id) for 
 
 (an arrival fills the car columns, a reading zone_id and pollution_level; seq counts each car's
 and each zone's events 1, 2, 3, ... in event-time order). Yield stage 2's rows, made with the
-job module's op_row (columns OP; imported below), which stage 2 gets grouped by zone_id:
+row contract's op_row (given.py, columns OP; imported below), which stage 2 gets grouped by zone_id:
 
     op_row(ADD, zone_id, arrival_row)             a car is (now) in zone_id
     op_row(DEL, zone_id, car_id=.., car_seq=..)   a car left zone_id (its entry of seq car_seq)
     op_row(READING, zone_id, reading_seq=.., pollution_level=.., reading_time=..)
 
 Stage 2, ZoneCarsProcessor, grouped by zone_id: yield the output rows, columns VIEW
-of the job module:
+of given.py:
 
     Row(op="ADD" or "DEL", car_id=.., car_seq=.., plate=.., zone_id=.., fuel_level=.., car_time=..,
         reading_seq=.., pollution_level=.., reading_time=..)
@@ -43,7 +43,7 @@ from typing import Iterator
 from pyspark.sql import Row
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
-from jobs.car_pollution.job import ADD, DEL, READING, op_row  # noqa: F401 (stage 1's row kinds and maker)
+from jobs.car_pollution.given import ADD, DEL, READING, op_row  # noqa: F401 (stage 1's row kinds and maker)
 
 
 class CarMovesProcessor(StatefulProcessor):

@@ -48,7 +48,7 @@ from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
 from jobs.lottery.rules import (ALREADY_STARTED, BOUGHT, CLICKED, INACTIVE, LATE, NO_COUPON,  # noqa: F401
                                 NON_POSITIVE, STARTED)
-from jobs.lottery.given import ENTRY, EVENT, LOTTERY, PASS, USER, entity_key, flow, reject  # noqa: F401
+from jobs.lottery.given import ENTRY, EVENT, LOTTERY, PASS, USER, flow, grouping_key, reject  # noqa: F401
 
 
 class LotteryGate(StatefulProcessor):
@@ -59,7 +59,7 @@ class LotteryGate(StatefulProcessor):
         # TODO: the state a lottery needs.
 
     def handleInputRows(self, key, rows, timerValues) -> Iterator[Row]:
-        # TODO: entity_key(key) is ("lottery", id) or ("user", id).
+        # TODO: grouping_key(key) is ("lottery", id) or ("user", id).
         return iter(())
 
     def handleExpiredTimer(self, key, timerValues, expiredTimerInfo) -> Iterator[Row]:

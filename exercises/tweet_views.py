@@ -8,7 +8,7 @@ and, once per author per micro-batch, calls
     handleInputRows(key, rows, timerValues)
 
 with key = (user_id,) and that author's rows of the micro-batch, in no particular order. Each row
-has the columns of SIDE_COLUMNS (in the job module):
+has the columns of SIDE_COLUMNS (in given.py, beside the job):
 
     kind        "user" or "tweet"
     user_id     the author
@@ -19,9 +19,9 @@ has the columns of SIDE_COLUMNS (in the job module):
 
 Whatever you yield goes to the tweet-views topic, keyed by tweet_id; a consumer keeps, per tweet,
 the view with the highest (tweet_version, user_version). A profile version reaches only the
-tweets written at most the retention before it (retention() in the job module:
+tweets written at most the retention before it (retention() in given.py:
 $LAB_TWEET_VIEWS_RETENTION, 30 days by default). Yield rows with exactly the columns of VIEW (in
-the job module):
+given.py):
 
     Row(tweet_id=..., tweet_version=..., text=..., tweet_time=...,
         user_id=..., user_version=..., name=..., handle=..., user_time=...)

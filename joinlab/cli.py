@@ -63,7 +63,7 @@ def cmd_generate(args) -> int:
 def cmd_run(args) -> int:
     from joinlab import job as runner
     from joinlab.spark import executors, session, ui_url
-    from joinlab.status import follow, observed
+    from joinlab.status import follow
     from joinlab.topics import create_topics
     command = f"joinlab run {args.pattern}"  # job errors say `joinlab run PATTERN`: this pattern's in its place
     bootstrap = broker.bootstrap_servers()
@@ -81,7 +81,7 @@ def cmd_run(args) -> int:
     runner.quiet_failures(spark)
     with runner.services(job, bootstrap):
         try:
-            query = runner.start(spark, observed(job), bootstrap, checkpoint, available_now=args.available_now,
+            query = runner.start(spark, job, bootstrap, checkpoint, counted=True, available_now=args.available_now,
                                  max_offsets_per_trigger=args.max_offsets_per_trigger,
                                  name=args.pattern.replace("-", "_"), solution=solution,
                                  fail_on_data_loss=args.fail_on_data_loss == "true")
@@ -276,7 +276,7 @@ def parser() -> argparse.ArgumentParser:
     lab.set_defaults(func=cmd_lab)
 
     c = sub.add_parser("compare", help="a pattern's simpler designs against its job, on the same events "
-                                       "(see `joinlab compare car-pollution --help`)",
+                                       "(see `joinlab compare PATTERN --help`)",
                        epilog="`joinlab compare PATTERN --help` lists the comparison's flags.")
     c.add_argument("pattern", choices=patterns.with_alternatives())
     c.add_argument("rest", nargs=argparse.REMAINDER, help="the comparison's flags")

@@ -1,4 +1,4 @@
-"""The one row shape every stage of a chained pattern emits (lottery, money enrichment).
+"""The one row shape every stage of a chained pattern emits, where its stages pass rows on.
 
 A pattern declares its shape once as a DDL string; `Flow` makes its rows. A row is keyed by
 (entity, id): the stage it goes to groups by both columns, and rows a stage does not own go
@@ -15,9 +15,6 @@ from datetime import datetime, timezone
 
 from pyspark.sql import Row
 
-from joinlab.named_state import grouping_key
-
-entity_key = grouping_key  # (entity, id) from a stage's grouping key
 
 
 class Flow:

@@ -1,17 +1,17 @@
 """Running a pattern's job: the same read -> build -> write for every pattern.
 
-What this module reads of a job module: INPUT_TOPICS, `build(raw, solution=None) ->
-DataFrame(topic, key, value)`, where `solution` is the module its processors come from
-(joinlab.solutions; None: the lab's own), SOLUTION/PROCESSORS and GIVEN (the state layouts it
-checks), and where a job gives them `SPARK_CONF` (settings its queries start with) and
-`services(bootstrap)` (a service it calls, made reachable); the whole contract is in
-docs/architecture.md. This module owns the I/O, checkpoint and trigger.
+What this module reads of a job module (joinlab.patterns.Job): INPUT_TOPICS, `build(raw,
+solution=None) -> DataFrame(topic, key, value)`, where `solution` is the module its processors
+come from (joinlab.solutions; None: the lab's own), SOLUTION/PROCESSORS and GIVEN (the state
+layouts it checks), SPARK_CONF (settings its queries start with) and LOOKUP (the lookup service
+it asks, made reachable). This module owns the I/O, checkpoint and trigger.
 """
 from __future__ import annotations
 
 import contextlib
 import importlib
 import json
+import os
 import re
 import time
 from pathlib import Path
@@ -21,6 +21,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from joinlab import solutions
+from joinlab.patterns import Job
 from joinlab.spark import kafka_sink, read_kafka
 from joinlab.state import declared
 
@@ -29,20 +30,25 @@ class CheckpointError(RuntimeError):
     """A checkpoint this job cannot continue from; the message says why and what to run."""
 
 
-def start(spark: SparkSession, job: ModuleType, bootstrap: str, checkpoint: str, *,
+def start(spark: SparkSession, job: Job, bootstrap: str, checkpoint: str, *,
           available_now: bool = False, max_offsets_per_trigger: int | None = None,
           trigger_interval: str = "1 second", name: str | None = None,
           solution: ModuleType | None = None, fail_on_data_loss: bool = True,
-          output_prefix: str = "") -> StreamingQuery:
+          output_prefix: str = "", counted: bool = False) -> StreamingQuery:
     """Start `job` reading its inputs from the beginning (or from its checkpoint, on restart),
     with the processors of `solution` (a candidate's module; None: the lab's own). With
     `fail_on_data_loss` the query stops when its checkpointed offsets are gone from the broker.
-    `output_prefix` goes before every output topic's name (a notebook's job writes apart)."""
+    `output_prefix` goes before every output topic's name (a notebook's job writes apart);
+    `counted`: each micro-batch's progress counts the rows per output topic (joinlab.status)."""
     from pyspark.sql import functions as F
+
+    from joinlab import status
     check_state_layout(job, checkpoint, solution)
     raw = read_kafka(spark, bootstrap, job.INPUT_TOPICS, starting="earliest",
                      max_offsets_per_trigger=max_offsets_per_trigger, fail_on_data_loss=fail_on_data_loss)
     out = job.build(raw, solution)
+    if counted:
+        out = status.counted(out, job.OUTPUT_TOPICS)
     if output_prefix:
         out = out.withColumn("topic", F.concat(F.lit(output_prefix), "topic"))
     writer = kafka_sink(out, bootstrap, checkpoint).outputMode("append")
@@ -78,7 +84,7 @@ def state_variables(checkpoint: str) -> set[str]:
     return set().union(*operator_state(checkpoint))
 
 
-def check_state_layout(job: ModuleType, checkpoint: str, solution: ModuleType | None = None) -> None:
+def check_state_layout(job: Job, checkpoint: str, solution: ModuleType | None = None) -> None:
     """Refuse a checkpoint that holds state the processors no longer read: Spark would restart it
     without a word, ignoring every key's old state. Retired are the names in the solution module's
     RETIRED_STATE, and those of a stage the job gives (its `GIVEN` module's RETIRED_STATE: a state
@@ -86,7 +92,7 @@ def check_state_layout(job: ModuleType, checkpoint: str, solution: ModuleType | 
     that name: a candidate's stage may well call its own state by one of them."""
     module = solutions.of(job.SOLUTION, job.PROCESSORS, solution)
     retired = set(getattr(module, "RETIRED_STATE", ())) & state_variables(checkpoint)
-    given = importlib.import_module(job.GIVEN) if hasattr(job, "GIVEN") else None
+    given = importlib.import_module(job.GIVEN) if job.GIVEN else None
     for kept, earlier in getattr(given, "RETIRED_STATE", {}).items():
         for names in operator_state(checkpoint):
             if kept in names:
@@ -100,10 +106,10 @@ def check_state_layout(job: ModuleType, checkpoint: str, solution: ModuleType | 
             f"(or keep the old checkpoint and choose another with --checkpoint DIR).")
 
 
-def configured(spark: SparkSession, job: ModuleType):
+def configured(spark: SparkSession, job: Job):
     """`job`'s SPARK_CONF set on the session for the `with` block: a query started in it keeps them
     in its checkpoint."""
-    return session_conf(spark, getattr(job, "SPARK_CONF", {}))
+    return session_conf(spark, job.SPARK_CONF)
 
 
 @contextlib.contextmanager
@@ -171,6 +177,23 @@ def stop_between_batches(query: StreamingQuery, timeout_s: float = 10.0) -> None
     query.stop()
 
 
-def services(job: ModuleType, bootstrap: str):
-    """The services `job` calls, started (or found) for as long as the `with` block runs."""
-    return job.services(bootstrap) if hasattr(job, "services") else contextlib.nullcontext()
+@contextlib.contextmanager
+def services(job: Job, bootstrap: str):
+    """The lookup service `job` asks (its LOOKUP), for as long as the `with` block runs: the one
+    $LAB_LOOKUP_URL names (the lab stacks set it), else one started here on a free port, reading
+    `bootstrap`'s LOOKUP topic. Nothing for a job that asks none."""
+    if job.LOOKUP is None or os.environ.get("LAB_LOOKUP_URL"):
+        yield None
+        return
+    from joinlab.lookup import LookupService
+    with LookupService(bootstrap, topic=job.LOOKUP.schema.topic, port=0) as service:
+        saved = {name: os.environ.get(name) for name in ("LAB_LOOKUP_URL", "LAB_LOOKUP_TOKEN")}
+        os.environ.update(LAB_LOOKUP_URL=service.url, LAB_LOOKUP_TOKEN=service.token)
+        try:
+            yield service
+        finally:
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value

@@ -40,7 +40,7 @@ QUIET_EVENTS = [
     Quiet("org.apache.spark.scheduler.DAGScheduler", r".*Failed to cancel job group .* Cannot find active jobs.*",
           "stopping a query between batches (Ctrl-C): there was nothing left to cancel"),
     Quiet("org.apache.spark.util.SparkStringUtils", r".*Truncated the string representation of a plan.*",
-          "a long plan (money enrichment's) is cut in Spark's debug strings only, not in the job"),
+          "a long plan (a chain of stages) is cut in Spark's debug strings only, not in the job"),
     Quiet("org.apache.hadoop.util.NativeCodeLoader", None,
           "no native Hadoop library on a laptop; Spark uses its Java code, which the lab needs"),
     Quiet(f"{_STREAMING}.runtime.ResolveWriteToStream", r".*spark\.sql\.adaptive\.enabled is not supported.*",
@@ -75,7 +75,7 @@ QUIET_EVENTS = [
           "an end-offset request that Spark's Kafka source retries (with a stack), e.g. for a topic being "
           "recreated; a retry that fails for good stops the query with its own error"),
     Quiet("org.apache.spark.sql.avro.AvroSerializer", r".*(nullable Avro schema|nullable catalyst schema).*",
-          "Avro-encoded state (money enrichment): Spark's own state schemas differ in nullability from "
+          "Avro-encoded state (a job's SPARK_CONF): Spark's own state schemas differ in nullability from "
           "their Avro form, every store, every batch; the lab's state values are all nullable"),
 ]
 

@@ -87,10 +87,10 @@ class KeyState:
     moment the key has something to do, not one per event): read at most once per micro-batch,
     written only when it changed.
 
-        self.buffer = KeyState(handle, "pending", Buffer, Buffer(None, [], []))
-        buffer = self.buffer.get(key, timerValues)           # in handleInputRows
-        buffer = self.buffer.get(key, timerValues, expired)  # in handleExpiredTimer: that timer goes
-        self.buffer.put(key, buffer._replace(events=...), due_ms)
+        self.pending = KeyState(handle, "pending", Pending, Pending(None, [], []))
+        value = self.pending.get(key, timerValues)           # in handleInputRows
+        value = self.pending.get(key, timerValues, expired)  # in handleExpiredTimer: that timer goes
+        self.pending.put(key, value._replace(events=...), due_ms)
 
     `empty` (its timer None) is what a key without state reads; putting it clears the value. The
     cache only holds what was read or written at the same processing time and watermark, and the

@@ -1,12 +1,85 @@
-"""The registry of patterns: joinlab never imports a pattern by name, it asks here. pyproject.toml's
-`joinlab.patterns` entry point names their table (jobs.PATTERNS); a pattern's generator and batch
-reference share its module name in generators/ and references/."""
+"""The registry of patterns, and what a pattern is: joinlab never imports a pattern by name, it
+asks here. pyproject.toml's `joinlab.patterns` entry point names their table (jobs.PATTERNS); a
+pattern's generator and batch reference share its module name in generators/ and references/.
+`Job` and `Reference` are the contract their modules fulfil (docs/adding-a-pattern.md);
+tests/test_patterns.py checks every registered pattern against it, with all its other parts.
+"""
 from __future__ import annotations
 
 import importlib
 import importlib.util
+from dataclasses import dataclass
 from importlib.metadata import entry_points
 from types import ModuleType
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from joinlab.events import EventSchema
+    from joinlab.stages import Stage
+
+
+@dataclass(frozen=True)
+class Interview:
+    """The pattern as an interview exercise (joinlab.interview)."""
+    level: str      # e.g. "1, warm-up"
+    time_box: str   # e.g. "30-45 min"
+    key: str        # what one output key is, in the grader's messages: "tweet"
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """A topic the lab's lookup service serves over HTTP (joinlab.lookup): the first valid record
+    of `schema` per `key`, which the job asks for what arrives too late to join in state."""
+    schema: EventSchema
+    key: str
+
+
+@runtime_checkable
+class Job(Protocol):
+    """A pattern's job module (jobs/<module>/job.py): what joinlab reads of it."""
+    INPUT_TOPICS: list[str]
+    OUTPUT_TOPICS: list[str]       # its dead-letter topic among them
+    DEAD_LETTERS_TOPIC: str
+    STAGES: list[Stage]            # its chain of keyed stages (joinlab.stages), in query order
+    SOLUTION: str                  # the module of the lab's own processors
+    PROCESSORS: tuple[str, ...]    # the classes a solution module defines: stages.processors(STAGES)
+    GIVEN: str | None              # the module of a given stage, with its RETIRED_STATE; None: no such stage
+    SPARK_CONF: dict[str, str]     # settings its queries start with (fixed in their checkpoint)
+    SETTINGS: tuple[str, ...]      # the environment variables its settings read
+    LOOKUP: Lookup | None          # a topic it asks the lookup service about; None: it asks none
+    INTERVIEW: Interview
+    InMemory: type                 # STAGES in memory: a joinlab.in_memory.Chain with rows() and views()
+
+    def build(self, raw: DataFrame, solution: ModuleType | None = None) -> DataFrame:
+        """Raw Kafka rows in, sink rows (topic, key, value) out."""
+
+    def actual(self, records: list) -> dict:
+        """Key -> the view a consumer of the output topics keeps."""
+
+    def version(self, view: dict) -> tuple:
+        """A view's version: a consumer keeps the highest."""
+
+
+@runtime_checkable
+class Reference(Protocol):
+    """A pattern's batch reference (references/<module>.py): plain Python, no Spark."""
+
+    def expected(self, records: list) -> dict:
+        """Key -> the view the output must end with, from the input records."""
+
+    def actual(self, records: list) -> dict:
+        """The job's `actual`."""
+
+    def version(self, view: dict) -> tuple:
+        """The job's `version`."""
+
+    def final_watermark_ms(self, records: list) -> int | None:
+        """The watermark after which the job has decided all of `records`; None: no event time."""
+
+    def notes(self, records: list) -> list[str]:
+        """Lines on how the output records were made (joinlab verify prints them); [] for none."""
 
 
 # pattern name -> its job module's import path, simplest first
@@ -22,7 +95,7 @@ def module_name(pattern: str) -> str:
     return pattern.replace("-", "_")
 
 
-def job(pattern: str) -> ModuleType:
+def job(pattern: str) -> Job:
     module_name(pattern)
     return importlib.import_module(PATTERNS[pattern])
 
@@ -31,7 +104,7 @@ def generator(pattern: str) -> ModuleType:
     return importlib.import_module(f"generators.{module_name(pattern)}")
 
 
-def reference(pattern: str) -> ModuleType:
+def reference(pattern: str) -> Reference:
     return importlib.import_module(f"references.{module_name(pattern)}")
 
 
@@ -60,3 +133,13 @@ def _findable(module: str) -> bool:
 def all_topics(pattern: str) -> list[str]:
     module = job(pattern)
     return list(module.INPUT_TOPICS) + list(module.OUTPUT_TOPICS)
+
+
+def lookups() -> dict[str, Lookup]:
+    """pattern -> the topic its job asks the lookup service about, for the patterns that ask one."""
+    return {p: job(p).LOOKUP for p in PATTERNS if job(p).LOOKUP is not None}
+
+
+def settings_env() -> set[str]:
+    """Every environment variable a pattern's settings read."""
+    return {name for p in PATTERNS for name in job(p).SETTINGS}

@@ -3,7 +3,7 @@
 Every number comes from the batch's StreamingQueryProgress, so watching costs the job nothing.
 Records in per topic are the source's end minus start offsets, not numInputRows: that counts a
 source once per scan (a plan with two branches over a source may scan it twice) and sums its topics. Records out per topic, dead letters among them, are counted by Spark's `observe`
-(`observed(job)`) as the rows pass on to the sink, in the same scan: the sink's own
+(`counted`) as the rows pass on to the sink, in the same scan: the sink's own
 `numOutputRows` sums all topics, and is -1 for the Python sink.
 """
 from __future__ import annotations
@@ -41,16 +41,11 @@ def offset_spans(source: dict) -> dict[str, int]:
             for topic, parts in end.items() if isinstance(parts, dict)}
 
 
-def observed(job: types.ModuleType) -> types.SimpleNamespace:
-    """`job` with a count of its output rows per topic in every micro-batch's progress
-    (`observedMetrics[OBSERVED]`); everything else of the job as it is."""
+def counted(out, topics: list[str]):
+    """Sink rows `out` with a count of its rows per topic of `topics` in every micro-batch's
+    progress (`observedMetrics[OBSERVED]`): what joinlab.job.start(..., counted=True) observes."""
     from pyspark.sql import functions as F
-
-    def build(raw, solution=None):
-        out = job.build(raw, solution)
-        return out.observe(OBSERVED, *[F.count_if(F.col("topic") == t).alias(t) for t in job.OUTPUT_TOPICS])
-    attributes = {name: getattr(job, name) for name in dir(job) if not name.startswith("__")}
-    return types.SimpleNamespace(**{**attributes, "build": build})
+    return out.observe(OBSERVED, *[F.count_if(F.col("topic") == t).alias(t) for t in topics])
 
 
 @dataclass

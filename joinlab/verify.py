@@ -1,8 +1,8 @@
 """Is the job's output right? Its last record per key, compared with the batch reference.
 
-A reference module gives `expected(input records)`, `actual(output records)` (the last view per
-key) and `version(view)`, and may give `notes(output records)` (lines on how the output was
-made); the comparison itself is the same for every pattern.
+A reference module (joinlab.patterns.Reference) gives `expected(input records)`, `actual(output
+records)` (the last view per key), `version(view)` and `notes(output records)` (lines on how the
+output was made); the comparison itself is the same for every pattern.
 """
 from __future__ import annotations
 
@@ -68,7 +68,6 @@ def check(pattern: str, inputs: list, outputs: list) -> Report:
     """Compare the output records with the reference computed from the input records."""
     reference = patterns.reference(pattern)
     report = compare(pattern, reference.expected(inputs), reference.actual(outputs), reference.version)
-    if hasattr(reference, "notes"):
-        report.notes = reference.notes(outputs)
+    report.notes = reference.notes(outputs)
     report.records = Counter(record.topic for record in inputs + outputs)
     return report

@@ -3,7 +3,7 @@
     .venv/bin/python -m perf.lookup_rate [--events 20000] [--lookups 2000]
 
 Why apart from the job: in a backfill nothing is late, so a job run never calls the service; yet
-a live job's late transactions all go this way, and MONEY_LOOKUP_TIMEOUT (the deadline of one
+a live job's late transactions all go this way, and LAB_LOOKUP_TIMEOUT (the deadline of one
 micro-batch's lookups) should be sized by this rate. Each session id of seeded money-enrichment
 events is looked up once, by the job's own client and settings (concurrency, keep-alive
 connections), against the lab's service reading the same broker, both in this process.
@@ -41,7 +41,7 @@ def measure(bootstrap: str, seed: int, events: int, lookups: int, timeout_s: flo
             deadline.check()
             time.sleep(0.05)  # polling a condition, under a deadline
         ids = sorted(service.store.ids())[:lookups]
-        settings = replace(LookupSettings.from_env({"MONEY_LOOKUP_URL": service.url,
+        settings = replace(LookupSettings.from_env({"LAB_LOOKUP_URL": service.url,
                                                     "LAB_LOOKUP_TOKEN": service.token}), timeout_s=timeout_s)
         start = time.monotonic()
         results = lookup_sessions(ids, settings)

@@ -33,3 +33,12 @@ def expected(records: list[Record]) -> dict[int, dict]:
     cars, zones = latest(records)
     return {car_id: car_view(car, car["to_zone_id"], zones.get(car["to_zone_id"]))
             for car_id, car in cars.items()}
+
+
+def final_watermark_ms(records: list) -> None:
+    """None: the job has no event time; it has decided all it read."""
+    return None
+
+
+def notes(records: list) -> list[str]:
+    return []

@@ -111,3 +111,12 @@ def expected(records: list) -> dict[str, dict]:
     out = {winner_key(lottery, moment(start)): view for (lottery, start), view in winners.items()}
     out.update({f"rejection {event_id}": view for event_id, view in rejections.items()})
     return out
+
+
+def final_watermark_ms(records: list) -> int | None:
+    """The watermark after which the job has decided every outcome of `records`."""
+    return outcomes(records)[2]
+
+
+def notes(records: list) -> list[str]:
+    return []

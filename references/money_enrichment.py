@@ -33,6 +33,12 @@ def final_watermark_us(records, config: Settings) -> int | None:
     return None if newest is None else (newest // 1000 - config.watermark_delay_ms) * 1000
 
 
+def final_watermark_ms(records: list) -> int | None:
+    """The watermark (the job's settings) after which the job has decided every transaction of `records`."""
+    final_us = final_watermark_us(records, settings())
+    return None if final_us is None else final_us // 1000
+
+
 def user_versions(records) -> dict[int, list]:
     """user_id -> [(t_us, version, user fields)]; a version read twice is one version."""
     versions: dict[int, dict] = {}

@@ -45,3 +45,12 @@ def _by_user(records: list[Record]) -> dict[int, list]:
     for _, user in valid_events(records, [USERS]):
         by.setdefault(user["user_id"], []).append((parse_time(user["event_time"]), user))
     return by
+
+
+def final_watermark_ms(records: list) -> None:
+    """None: the job has no event time; it has decided all it read."""
+    return None
+
+
+def notes(records: list) -> list[str]:
+    return []

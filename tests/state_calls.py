@@ -20,6 +20,8 @@ import pickle
 import sys
 from collections import Counter
 
+from joinlab import patterns
+
 STATE_METHODS = {"exists", "get", "update", "clear", "getValue", "containsKey", "updateValue", "iterator",
                  "keys", "values", "removeKey", "put", "appendValue", "appendList"}
 WRITE_METHODS = {"update", "updateValue", "put", "appendValue", "appendList"}
@@ -117,51 +119,15 @@ def _stages(pipeline, names: list[str]) -> dict[str, tuple[Counter, Counter]]:
     return stages
 
 
-def tweet_views(events: int, batch: int, seed: int):
-    from generators.tweet_views import generate
-    from jobs.tweet_views.job import InMemory
-    pipeline = InMemory()
-    counters = _stages(pipeline, ["views_processor"])
-    rows = pipeline.rows(generate(seed, events, users=max(1, events // 10)))
+def stage_calls(pattern: str, events: int, batch: int, seed: int):
+    """(input events, each stage's (calls, bytes written)) over `events` seeded events of `pattern`
+    through its in-memory chain, in micro-batches of `batch`."""
+    job = patterns.job(pattern)
+    pipeline = job.InMemory()
+    counters = _stages(pipeline, [stage.name for stage in job.STAGES])
+    rows = pipeline.rows(patterns.generator(pattern).generate(seed, events))
     pipeline.run([rows[i:i + batch] for i in range(0, len(rows), batch)])
     return len(rows), counters
-
-
-def car_pollution(events: int, batch: int, seed: int):
-    from generators.car_pollution import generate
-    from jobs.car_pollution.job import InMemory
-    pipeline = InMemory()
-    counters = _stages(pipeline, ["moves", "zones"])
-    rows = pipeline.rows(generate(seed, events))
-    pipeline.run([rows[i:i + batch] for i in range(0, len(rows), batch)])
-    return len(rows), counters
-
-
-def lottery(events: int, batch: int, seed: int):
-    from generators.lottery import generate
-    from jobs.lottery.job import InMemory
-    pipeline = InMemory(seed=seed, delay_ms=10_000)
-    counters = _stages(pipeline, ["gate", "coupons", "draw"])
-    rows = pipeline.rows(generate(seed, events))
-    pipeline.run([rows[i:i + batch] for i in range(0, len(rows), batch)])
-    return len(rows), counters
-
-
-def money_enrichment(events: int, batch: int, seed: int):
-    from generators.money_enrichment import generate
-    from jobs.money_enrichment.job import SESSIONS_TOPIC, InMemory
-    from jobs.money_enrichment.rules import settings
-    from references import money_enrichment as reference
-    records = generate(seed, events)
-    sessions = {s["session_id"]: s for s in reference._first_read(records, SESSIONS_TOPIC, "session_id").values()}
-    pipeline = InMemory(config=settings(), sessions=sessions)
-    counters = _stages(pipeline, ["join", "enrich"])
-    rows = pipeline.rows(records)
-    pipeline.run([rows[i:i + batch] for i in range(0, len(rows), batch)])
-    return len(rows), counters
-
-
-PATTERNS = {"tweet-views": tweet_views, "car-pollution": car_pollution, "lottery": lottery, "money-enrichment": money_enrichment}
 
 
 def main(argv=None) -> int:
@@ -169,11 +135,11 @@ def main(argv=None) -> int:
     parser.add_argument("--events", type=int, default=20000)
     parser.add_argument("--batch", type=int, default=2000, help="events per micro-batch (default 2000)")
     parser.add_argument("--seed", type=int, default=42)
-    parser.add_argument("--pattern", choices=list(PATTERNS), action="append")
+    parser.add_argument("--pattern", choices=list(patterns.PATTERNS), action="append")
     parser.add_argument("--detail", action="store_true", help="per call name too")
     args = parser.parse_args(argv)
-    for pattern in args.pattern or list(PATTERNS):
-        n, counters = PATTERNS[pattern](args.events, args.batch, args.seed)
+    for pattern in args.pattern or list(patterns.PATTERNS):
+        n, counters = stage_calls(pattern, args.events, args.batch, args.seed)
         calls = sum(total(c) for c, _ in counters.values())
         print(f"{pattern}: {n} input events, batches of {args.batch}: {calls / n:.2f} round trips per event")
         for stage, (counts, written) in counters.items():

@@ -277,7 +277,7 @@ def test_money_lookup_service_down_longer_than_the_timeout_then_back(spark, boot
     create_topics(bootstrap, money.INPUT_TOPICS + money.OUTPUT_TOPICS)
     first = LookupService(bootstrap, topic=money.SESSIONS_TOPIC, port=0).start()
     port, token = first.port, first.token
-    use_service(monkeypatch, first, MONEY_LOOKUP_TIMEOUT="1 second", MONEY_LOOKUP_RETRIES="1")
+    use_service(monkeypatch, first, LAB_LOOKUP_TIMEOUT="1 second", LAB_LOOKUP_RETRIES="1")
     query = runner.start(spark, money, bootstrap, str(tmp_path / "cp"), trigger_interval="500 milliseconds")
     enriched = lambda: {json.loads(r.value)["tx_id"]: json.loads(r.value) for r in outputs(bootstrap)}  # noqa: E731
     letters = lambda: {json.loads(r.value)["key"]: json.loads(r.value)  # noqa: E731

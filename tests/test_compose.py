@@ -336,7 +336,7 @@ def test_lookup_service_needs_its_token_and_shares_it_with_jupyter(services):
         env = environment(services[name])
         assert env["LAB_LOOKUP_TOKEN"] == "${LAB_LOOKUP_TOKEN:-}", name
         assert f"lab-state:{env['LAB_HOME']}" in services[name]["volumes"], f"{name} must share the token file"
-    assert environment(jupyter)["MONEY_LOOKUP_URL"] == f"http://{lookup['hostname']}:{port}"
+    assert environment(jupyter)["LAB_LOOKUP_URL"] == f"http://{lookup['hostname']}:{port}"
     assert interpolate(environment(lookup), {})["LAB_LOOKUP_TOKEN"] == ""  # empty: the service makes one
     assert interpolate(environment(lookup), {"LAB_LOOKUP_TOKEN": "s3cret"})["LAB_LOOKUP_TOKEN"] == "s3cret"
     assert f"localhost:{port}" in json.dumps(lookup["healthcheck"]["test"])

@@ -6,8 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from joinlab import patterns
+
 ROOT = Path(__file__).resolve().parents[1]
-PATTERNS = ["tweet_views", "car_pollution", "lottery", "money_enrichment"]
+PATTERNS = [patterns.module_name(p) for p in patterns.PATTERNS]
 # a state variable's name where the code declares it: handle.getValueState("name", ...) and the
 # like, or the shared helper KeyState(handle, "name", ...)
 DECLARED = re.compile(r"""\b(?:get(?:Value|Map|List)State\(|KeyState\(\s*\w+,)\s*["']([A-Za-z_][A-Za-z0-9_]*)["']""")
@@ -91,3 +93,10 @@ def test_the_notebook_reads_only_state_its_processors_declare(module):
     read = set(re.findall(r"""\bstate\(\s*["']([A-Za-z_][A-Za-z0-9_]*)["']""", code))
     assert read, f"notebooks/{module}.ipynb reads no state by name"
     assert read <= declared_state(module), f"notebooks/{module}.ipynb reads {sorted(read - declared_state(module))}"
+
+
+def test_the_readme_excerpt_of_a_processor_is_the_code():
+    """The README shows a processor's code: it must be the code, line for line."""
+    readme = (ROOT / "README.md").read_text()
+    excerpt = re.search(r"from \[jobs/car_pollution/solution\.py\].*?```python\n(.*?)```", readme, re.S).group(1)
+    assert excerpt in (ROOT / "jobs" / "car_pollution" / "solution.py").read_text()

@@ -17,7 +17,7 @@ from joinlab.interview import scenarios as fast
 from joinlab.interview.grade import check, lines
 
 WRONG = ROOT / "tests" / "wrong_answers"
-SOLUTIONS = {p: ROOT / "jobs" / e.module / "solution.py" for p, e in EXERCISES.items()}
+SOLUTIONS = {p: ROOT / "jobs" / exercise(p).module / "solution.py" for p in EXERCISES}
 HIDDEN = ROOT / "exercises" / "hidden"
 
 RESTARTED = fast.VARIANTS[fast.RESTART][0]
@@ -209,7 +209,7 @@ def significant_lines(path: Path) -> set[str]:
 def secret_lines() -> set[str]:
     """The solutions' and the references' lines that no given file (stub, wiring, lab) has too."""
     secret, given = set(), set()
-    for ex in EXERCISES.values():
+    for ex in map(exercise, EXERCISES):
         secret |= significant_lines(ROOT / "jobs" / ex.module / "solution.py")
         secret |= significant_lines(ROOT / "references" / f"{ex.module}.py")
     for folder in ("exercises", "jobs", "joinlab", "generators"):

@@ -109,13 +109,14 @@ def test_each_pattern_reads_each_kafka_record_once_per_micro_batch(spark, bootst
     records the batch took from Kafka, not twice it."""
     from joinlab import job as runner
     from joinlab import patterns
-    from joinlab.status import observed, offset_spans
+    from joinlab.status import offset_spans
     from tests.conftest import run_job_to_end
     patterns.generator(pattern).main(["--count", "300", "--seed", "7", "--malformed", "0.05",
                                       "--bootstrap", bootstrap, "--no-progress"])
     job = patterns.job(pattern)
     with runner.services(job, bootstrap):
-        query = run_job_to_end(spark, observed(job), bootstrap, tmp_path / "checkpoint", max_offsets_per_trigger=150)
+        query = run_job_to_end(spark, job, bootstrap, tmp_path / "checkpoint", max_offsets_per_trigger=150,
+                               counted=True)
     batches = [p for p in map(json.loads, (p.json for p in query.recentProgress)) if p["numInputRows"]]
     assert len(batches) >= 2
     for p in batches:

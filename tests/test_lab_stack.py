@@ -35,7 +35,7 @@ def lab_env(home: Path) -> dict[str, str]:
     """The environment of a stack of our own: its LAB_HOME, its .env, free ports, no outside master."""
     env = dict(os.environ)
     for var in ("SPARK_MASTER", "KAFKA_BOOTSTRAP_SERVERS", "JUPYTER_TOKEN", "JUPYTER_TOKEN_FILE", "LAB_HOME",
-                "LAB_LOOKUP_TOKEN", "MONEY_LOOKUP_URL"):
+                "LAB_LOOKUP_TOKEN", "LAB_LOOKUP_URL"):
         env.pop(var, None)
     ports: set[int] = set()
     while len(ports) < len(PORT_VARS):

@@ -255,13 +255,13 @@ def test_an_unreachable_service_is_named_with_what_to_do():
 def test_settings_from_the_environment(tmp_path):
     env = {"LAB_HOME": str(tmp_path)}
     assert LookupSettings.from_env(env) == LookupSettings("http://127.0.0.1:8090", "", 2.0, 2, 8)
-    env.update(LAB_LOOKUP_PORT="9001", LAB_LOOKUP_TOKEN="t", MONEY_LOOKUP_TIMEOUT="500 ms",
-               MONEY_LOOKUP_RETRIES="0", MONEY_LOOKUP_CONCURRENCY="3")
+    env.update(LAB_LOOKUP_PORT="9001", LAB_LOOKUP_TOKEN="t", LAB_LOOKUP_TIMEOUT="500 ms",
+               LAB_LOOKUP_RETRIES="0", LAB_LOOKUP_CONCURRENCY="3")
     assert LookupSettings.from_env(env) == LookupSettings("http://127.0.0.1:9001", "t", 0.5, 0, 3)
     assert "'t'" not in repr(LookupSettings.from_env(env)), "the token must not show in logs"
-    assert LookupSettings.from_env({**env, "MONEY_LOOKUP_URL": "http://lookup:8090"}).url == "http://lookup:8090"
-    for name, bad in [("MONEY_LOOKUP_TIMEOUT", "2"), ("MONEY_LOOKUP_TIMEOUT", "0 s"), ("MONEY_LOOKUP_RETRIES", "-1"),
-                      ("MONEY_LOOKUP_CONCURRENCY", "0"), ("MONEY_LOOKUP_URL", "lookup:8090"),
+    assert LookupSettings.from_env({**env, "LAB_LOOKUP_URL": "http://lookup:8090"}).url == "http://lookup:8090"
+    for name, bad in [("LAB_LOOKUP_TIMEOUT", "2"), ("LAB_LOOKUP_TIMEOUT", "0 s"), ("LAB_LOOKUP_RETRIES", "-1"),
+                      ("LAB_LOOKUP_CONCURRENCY", "0"), ("LAB_LOOKUP_URL", "lookup:8090"),
                       ("LAB_LOOKUP_PORT", "http")]:
         with pytest.raises(ValueError, match=name):
             LookupSettings.from_env({**env, name: bad})

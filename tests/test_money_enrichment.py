@@ -1,5 +1,6 @@
 """Money enrichment end to end: generator -> Kafka -> Spark job, calling the lab's session lookup
 service over real HTTP -> Kafka -> verifier. Real parts only."""
+import dataclasses
 import json
 import os
 import subprocess
@@ -33,7 +34,7 @@ def setup_topics(bootstrap):
 
 def use_service(monkeypatch, service: LookupService, **settings: str) -> None:
     """Point the job (built in this process) at `service`."""
-    monkeypatch.setenv("MONEY_LOOKUP_URL", service.url)
+    monkeypatch.setenv("LAB_LOOKUP_URL", service.url)
     monkeypatch.setenv("LAB_LOOKUP_TOKEN", service.token)
     for name, value in settings.items():
         monkeypatch.setenv(name, value)
@@ -162,7 +163,7 @@ def test_a_lookup_that_times_out_is_dead_lettered_without_blocking_the_stream(sp
     query stays active, and a malformed record is dead-lettered beside it."""
     setup_topics(bootstrap)
     with LookupService(bootstrap, topic=money.SESSIONS_TOPIC, port=0, latency_ms=60_000) as service:
-        use_service(monkeypatch, service, MONEY_LOOKUP_TIMEOUT="1 second", MONEY_LOOKUP_RETRIES="2")
+        use_service(monkeypatch, service, LAB_LOOKUP_TIMEOUT="1 second", LAB_LOOKUP_RETRIES="2")
         query = runner.start(spark, money, bootstrap, str(tmp_path / "cp"), trigger_interval="500 milliseconds")
         try:
             send(bootstrap, [user(1, 1, 0), session("s1", 1, 0), tx("on-time", "s1", 5), session("clock", 2, 400)],
@@ -274,6 +275,11 @@ def run_on_records(spark, records, batches, checkpoint) -> list:
     return out
 
 
+def user_stage(cls) -> list:
+    """The job's STAGES with `cls` as its given user stage."""
+    return [dataclasses.replace(s, processor=cls) if s.name == "enrich" else s for s in money.STAGES]
+
+
 def test_a_field_added_to_the_stored_user_is_read_as_null_from_the_old_checkpoint(spark, tmp_path, monkeypatch):
     """State evolution without reprocessing: the first half runs with today's user stage; the
     restart on the same checkpoint runs a user stage whose stored user has one more field. With
@@ -282,7 +288,7 @@ def test_a_field_added_to_the_stored_user_is_read_as_null_from_the_old_checkpoin
     records = generate(14, 1200, users=20, very_late=0.0, disorder=Disorder(duplicates=0.05))
     half = records[:2 * -(-len(records) // 4)]  # two of the four micro-batches the whole list makes
     first = run_on_records(spark, half, 2, tmp_path / "cp")
-    monkeypatch.setattr(money, "UserEnrich", UserEnrichWithTier)
+    monkeypatch.setattr(money, "STAGES", user_stage(UserEnrichWithTier))
     second = run_on_records(spark, records, 4, tmp_path / "cp")  # resumes after the first half
     assert reference.actual(first + second) == reference.expected(records)
 
@@ -292,8 +298,8 @@ def test_a_field_added_to_the_stored_user_is_read_as_null_from_the_old_checkpoin
     assert (new["tier"] == new["segment"].str.upper()).all()
 
     monkeypatch.setattr(money, "SPARK_CONF", {"spark.sql.streaming.stateStore.encodingFormat": "unsaferow"})
-    monkeypatch.setattr(money, "UserEnrich", UserEnrich)
+    monkeypatch.setattr(money, "STAGES", user_stage(UserEnrich))
     run_on_records(spark, half, 2, tmp_path / "default")
-    monkeypatch.setattr(money, "UserEnrich", UserEnrichWithTier)
+    monkeypatch.setattr(money, "STAGES", user_stage(UserEnrichWithTier))
     with pytest.raises(Exception, match="STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE"):
         run_on_records(spark, records, 4, tmp_path / "default")

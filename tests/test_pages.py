@@ -36,6 +36,7 @@ docs/workshop.md is left out: the workshop rehearsal (issue 34, item 2) walks th
 from __future__ import annotations
 
 import contextlib
+import importlib
 import importlib.util
 import io
 import os
@@ -444,7 +445,9 @@ PYTHON_SETUP = {"tweet_views": pattern_setup("tweet_views"), "car_pollution": pa
 CHECK_AFTER = {
     "tweet_views": same_schema("views", lambda ns: ns["join_views"](ns["events"])),
     "car_pollution": same_schema("views", lambda ns: ns["join_cars_to_zones"](ns["events"])),
-    "lottery": same_schema("outcomes", lambda ns: ns["decide"](ns["events"], ns["seed"], ns["watermark_delay_ms"])),
+    # the snippet's `outcomes` frame shadows the job's function of that name: take it from the module
+    "lottery": same_schema("outcomes", lambda ns: importlib.import_module("jobs.lottery.job").outcomes(
+        ns["events"], ns["settings"]())),
     "money_enrichment": same_schema("out", lambda ns: ns["enrich"](ns["events"], ns["config"], ns["lookup"])),
     "docs/state-evolution.md": overrides_only_what_its_base_has,
 }

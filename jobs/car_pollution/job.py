@@ -1,8 +1,9 @@
 """Car pollution: a one-to-many join (many cars in one zone) that stays right while cars move.
 
-The wiring: stage 1 keyed by car (readings pass through it, keyed by zone: all events in one frame,
-keyed by joinlab.events.parse_events), stage 2 keyed by zone, and the sink.
-The processors come from a solution module (joinlab.solutions); `InMemory` runs them without Spark.
+The query first: stage 1 keyed by car (readings pass through it, keyed by zone: all events in one
+frame, keyed by joinlab.events.parse_events), stage 2 keyed by zone, and the sink. Below it: the
+topics and how records are parsed and keyed, the stages in memory, and how a consumer reads the
+output. The row contract is given.py.
 """
 from __future__ import annotations
 
@@ -13,58 +14,23 @@ from types import ModuleType
 from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 
+from jobs.car_pollution.given import ADD, DEL, EVENT_COLUMNS, OP, READING, VIEW, op_row  # noqa: F401 (the contract)
 from joinlab import solutions
 from joinlab.events import (Check, EventSchema, Route, micros, moment, parse_events, parse_time, route_columns,
                             routed, valid_events)
-from joinlab.in_memory import Pipeline, Tester, feed, last_by_version
+from joinlab.in_memory import Chain, last_by_version
+from joinlab.patterns import Interview
+from joinlab.stages import Stage, chain, processors
 
-ARRIVALS_TOPIC, READINGS_TOPIC = "car-arrivals", "zone-readings"
-OUTPUT_TOPIC, DEAD_LETTERS_TOPIC = "car-pollution", "car-pollution-dlq"
-INPUT_TOPICS = [ARRIVALS_TOPIC, READINGS_TOPIC]
-OUTPUT_TOPICS = [OUTPUT_TOPIC, DEAD_LETTERS_TOPIC]
-SOLUTION, PROCESSORS = "jobs.car_pollution.solution", ("CarMovesProcessor", "ZoneCarsProcessor")
-
-_SEQ = Check("seq >= 1", lambda e: e["seq"] >= 1, "invalid field: seq (must be >= 1)")
-ARRIVALS = EventSchema(ARRIVALS_TOPIC, {"car_id": "bigint", "plate": "string", "to_zone_id": "bigint",
-                                        "fuel_level": "double", "seq": "bigint", "event_time": "timestamp"},
-                       checks=(_SEQ,))
-READINGS = EventSchema(READINGS_TOPIC, {"zone_id": "bigint", "pollution_level": "double", "seq": "bigint",
-                                        "event_time": "timestamp"}, checks=(_SEQ,))
-
-ADD, DEL, READING = "ADD", "DEL", "READING"
-
-# Stage 1's keys: a car's arrivals by car, a zone's readings by zone.
-ROUTES = [Route(ARRIVALS, "car", "car_id"), Route(READINGS, "zone", "zone_id")]
-# Stage 1's input: one valid event of either topic (the other topic's fields None).
-EVENT_COLUMNS = ["entity", "entity_id", "car_id", "plate", "to_zone_id", "fuel_level", "zone_id",
-                 "pollution_level", "seq", "event_time"]
-
-# Stage 1 -> stage 2: one row shape for a car's ADD/DEL and a zone's reading, keyed by zone.
-OP = ("zone_id bigint, op string, car_id bigint, car_seq bigint, plate string, fuel_level double, "
-      "car_time timestamp, reading_seq bigint, pollution_level double, reading_time timestamp")
-# Stage 2 -> output: a car's view (op ADD) or its retraction from a zone it left (op DEL).
-VIEW = ("op string, car_id bigint, car_seq bigint, plate string, zone_id bigint, fuel_level double, "
-        "car_time timestamp, reading_seq bigint, pollution_level double, reading_time timestamp")
-
-
-def op_row(op: str, zone_id: int, row=None, **fields) -> Row:
-    """Stage 1's output row: an ADD/DEL of a car (its fields from an arrival `row`) or a READING."""
-    values = dict.fromkeys(("car_id", "car_seq", "plate", "fuel_level", "car_time", "reading_seq",
-                            "pollution_level", "reading_time"))
-    if row is not None:
-        values.update(car_id=row.car_id, car_seq=row.seq, plate=row.plate, fuel_level=row.fuel_level,
-                      car_time=row.event_time)
-    values.update(fields)
-    return Row(zone_id=zone_id, op=op, **values)
+STAGES = [Stage("moves", "CarMovesProcessor", ("entity", "entity_id"), OP),  # a car's ADD/DEL, readings, by zone
+          Stage("zones", "ZoneCarsProcessor", ("zone_id",), VIEW)]          # each car in a zone, with its reading
 
 
 def join_cars_to_zones(events: DataFrame, solution: ModuleType | None = None) -> DataFrame:
     """The core of the pattern: car moves keyed by car, then cars and readings keyed by zone,
     through the solution's two processors."""
-    stages = solutions.of(SOLUTION, PROCESSORS, solution)
     keyed = events.select(*EVENT_COLUMNS)  # entity, entity_id: keyed by parse_events
-    ops = keyed.groupBy("entity", "entity_id").transformWithState(stages.CarMovesProcessor(), OP, "Append", "None")
-    return ops.groupBy("zone_id").transformWithState(stages.ZoneCarsProcessor(), VIEW, "Append", "None")
+    return chain(keyed, STAGES, solutions.of(SOLUTION, PROCESSORS, solution))
 
 
 def build(raw: DataFrame, solution: ModuleType | None = None) -> DataFrame:
@@ -78,22 +44,40 @@ def build(raw: DataFrame, solution: ModuleType | None = None) -> DataFrame:
     return out.unionByName(parsed.dead_letters)
 
 
-class InMemory(Pipeline):
-    """join_cars_to_zones through pyspark's TwsTester, one micro-batch at a time: no Spark session."""
+# --- The pattern's parts (joinlab.patterns.Job) ------------------------------------------------
+
+ARRIVALS_TOPIC, READINGS_TOPIC = "car-arrivals", "zone-readings"
+OUTPUT_TOPIC, DEAD_LETTERS_TOPIC = "car-pollution", "car-pollution-dlq"
+INPUT_TOPICS = [ARRIVALS_TOPIC, READINGS_TOPIC]
+OUTPUT_TOPICS = [OUTPUT_TOPIC, DEAD_LETTERS_TOPIC]
+SOLUTION, PROCESSORS, GIVEN = "jobs.car_pollution.solution", processors(STAGES), None
+SPARK_CONF, LOOKUP, SETTINGS = {}, None, ()
+INTERVIEW = Interview(level="2, one-to-many", time_box="45-60 min", key="car")
+
+_SEQ = Check("seq >= 1", lambda e: e["seq"] >= 1, "invalid field: seq (must be >= 1)")
+ARRIVALS = EventSchema(ARRIVALS_TOPIC, {"car_id": "bigint", "plate": "string", "to_zone_id": "bigint",
+                                        "fuel_level": "double", "seq": "bigint", "event_time": "timestamp"},
+                       checks=(_SEQ,))
+READINGS = EventSchema(READINGS_TOPIC, {"zone_id": "bigint", "pollution_level": "double", "seq": "bigint",
+                                        "event_time": "timestamp"}, checks=(_SEQ,))
+
+# Stage 1's keys: a car's arrivals by car, a zone's readings by zone.
+ROUTES = [Route(ARRIVALS, "car", "car_id"), Route(READINGS, "zone", "zone_id")]
+
+
+class InMemory(Chain):
+    """STAGES through pyspark's TwsTester, one micro-batch at a time: no Spark session."""
 
     def __init__(self, solution: ModuleType | None = None):
-        stages = solutions.of(SOLUTION, PROCESSORS, solution)
-        self.moves, self.zones = Tester(stages.CarMovesProcessor), Tester(stages.ZoneCarsProcessor)
+        super().__init__(STAGES, solutions.of(SOLUTION, PROCESSORS, solution))
 
-    def rows(self, records) -> list[Row]:
+    @staticmethod
+    def rows(records) -> list[Row]:
         """Valid input records as stage 1's rows."""
         return [event_row(schema, e) for schema, e in valid_events(records, [ARRIVALS, READINGS])]
 
-    def batch(self, rows: list[Row]) -> list[Row]:
-        ops = feed(self.moves, rows, lambda r: (r.entity, r.entity_id))
-        return feed(self.zones, ops, lambda r: r.zone_id)
-
-    def views(self, out: list[Row]) -> dict:
+    @staticmethod
+    def views(out: list[Row]) -> dict:
         return last_by_version([view(r.asDict()) for r in out], "car_id", version)
 
 

@@ -18,7 +18,7 @@ from typing import Iterator, NamedTuple
 from pyspark.sql import Row
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
-from jobs.car_pollution.job import ADD, DEL, READING, op_row
+from jobs.car_pollution.given import ADD, DEL, READING, op_row
 from joinlab.named_state import ddl, load
 
 

@@ -18,8 +18,8 @@ from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
 from jobs.lottery.rules import WINDOW_US, draw, message, window_start
 from joinlab.events import timer_ms
-from joinlab.flow import Flow, entity_key  # noqa: F401 (entity_key: for the solution and exercise modules)
-from joinlab.named_state import KeyState
+from joinlab.flow import Flow
+from joinlab.named_state import KeyState, grouping_key  # noqa: F401 (grouping_key: for the solution and exercise)
 
 EVENT, ENTRY, REJECTION, WINNER = "event", "entry", "rejection", "winner"
 LOTTERY, USER, PASS = "lottery", "user", "pass"
@@ -72,7 +72,7 @@ class Draw(StatefulProcessor):
         self.entries.put(key, value, due)
 
     def handleInputRows(self, key, rows, timerValues) -> Iterator[Row]:
-        if entity_key(key)[0] == PASS:
+        if grouping_key(key)[0] == PASS:
             yield from rows
             return
         value = self.entries.get(key, timerValues)
@@ -80,7 +80,7 @@ class Draw(StatefulProcessor):
         self._store(key, value._replace(entries=value.entries + added))
 
     def handleExpiredTimer(self, key, timerValues, expiredTimerInfo) -> Iterator[Row]:
-        watermark, lottery_id = timerValues.getCurrentWatermarkInMs(), entity_key(key)[1]
+        watermark, lottery_id = timerValues.getCurrentWatermarkInMs(), grouping_key(key)[1]
         value = self.entries.get(key, timerValues, expiredTimerInfo)
         windows: dict[int, list] = {}
         for e in value.entries:

@@ -1,11 +1,12 @@
 """Lottery: lottery events and user events co-processed by three keyed stages, 10-second
-windows, and a seeded winner per window (stages: given.py, solution.py; rules: rules.py).
+windows, and a seeded winner per window (the row contract and stage 3: given.py; stages 1 and 2:
+solution.py; the rules: rules.py).
 
 A click needs both its lottery's state (started?) and its user's coupons, and the two topics are
 keyed by different ids, so no single key holds both: stage 1 is keyed by lottery, stage 2 by user,
-stage 3 by lottery again, chained in one query. `decide` is the whole pattern as a function of
-DataFrames; `build` wires it to Kafka rows. The first two stages come from a solution module
-(joinlab.solutions); `InMemory` runs the three without Spark.
+stage 3 by lottery again, chained in one query. The query first (`outcomes`: the whole pattern as a
+function of DataFrames; `build` wires it to Kafka rows); below it the topics and how records are
+parsed and keyed, the stages in memory, and how a consumer reads the output.
 """
 from __future__ import annotations
 
@@ -17,17 +18,66 @@ from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 
 from jobs.lottery.given import EVENT_COLUMNS, FLOW, LOTTERY, REJECTION, USER, WINNER, Draw
-from jobs.lottery.rules import BOUGHT, CLICKED, STARTED, WINDOW_US, settings
+from jobs.lottery.rules import BOUGHT, CLICKED, STARTED, WINDOW_US, Settings, settings
 from joinlab import solutions
 from joinlab.events import (Check, EventSchema, Route, micros, moment, parse_events, parse_time, route_columns,
                             routed, valid_events)
-from joinlab.in_memory import NEVER_LATE, EventTime, Pipeline, Tester, advance, feed, out_ms
+from joinlab.in_memory import Chain
+from joinlab.patterns import Interview
+from joinlab.stages import Stage, chain, processors
+
+KEY = ("entity", "entity_id")  # every stage: the rows' own (entity, id)
+STAGES = [Stage("gate", "LotteryGate", KEY, FLOW, event_time=True, out_time=True),   # by lottery: the rules
+          Stage("coupons", "Coupons", KEY, FLOW, event_time=True, out_time=True),    # by user: coupons spent
+          Stage("draw", Draw, KEY, FLOW, event_time=True, make=lambda c: (c.seed,))]  # by lottery: the winners
+
+
+def outcomes(events: DataFrame, config: Settings, solution: ModuleType | None = None) -> DataFrame:
+    """The core of the pattern: valid events (parse_events' frame) in, outcomes out (FLOW rows of
+    kind "winner" or "rejection"). One frame out, not two: two branches would plan the stages twice.
+
+    Spark drops input rows behind the watermark before a transformWithState sees them, without a
+    word. Stage 1 gets the event time as plain microseconds instead (t_us carries no watermark
+    metadata), so it sees a late event and rejects it with a reason; the watermark still advances."""
+    timed = events.withWatermark("event_time", f"{config.watermark_delay_ms} milliseconds")
+    keyed = timed.select("entity", "entity_id", "event_id", "type",  # keyed by parse_events
+                         F.unix_micros("event_time").alias("t_us"), "lottery_id", "user_id", "amount")
+    return chain(keyed.select(*EVENT_COLUMNS), STAGES, solutions.of(SOLUTION, PROCESSORS, solution), config)
+
+
+def to_kafka_rows(decided: DataFrame) -> DataFrame:
+    """Outcomes as Kafka sink rows: winners keyed by lottery, rejections keyed by event id."""
+    winner = F.to_json(F.struct("lottery_id", F.timestamp_micros("window_start_us").alias("window_start"),
+                                F.timestamp_micros(F.col("window_start_us") + WINDOW_US).alias("window_end"),
+                                "winner_user_id", "winning_event_id", "entrants", "seed"))
+    rejection = F.to_json(F.struct("event_id", "type", F.timestamp_micros("t_us").alias("event_time"),
+                                   "lottery_id", "user_id", "amount", "rule", "message"),
+                          {"ignoreNullFields": "false"})
+    is_winner = F.col("kind") == WINNER
+    return decided.where(F.col("kind").isin(WINNER, REJECTION)).select(
+        F.when(is_winner, WINNERS_TOPIC).otherwise(REJECTIONS_TOPIC).alias("topic"),
+        F.when(is_winner, F.col("lottery_id").cast("string")).otherwise(F.col("event_id")).alias("key"),
+        F.when(is_winner, winner).otherwise(rejection).alias("value"))
+
+
+def build(raw: DataFrame, solution: ModuleType | None = None) -> DataFrame:
+    """Raw Kafka rows in, Kafka sink rows (topic, key, value) out: winners, rejections, dead letters.
+    The seed and the watermark delay are read from the environment here ($LOTTERY_SEED,
+    $LOTTERY_WATERMARK_DELAY; see jobs/lottery/rules.py)."""
+    parsed = parse_events(raw, [LOTTERY_EVENTS, USER_EVENTS], DEAD_LETTERS_TOPIC, job="lottery",
+                          key=dict(zip(("entity", "entity_id"), route_columns(ROUTES))))
+    return to_kafka_rows(outcomes(parsed.events, settings(), solution)).unionByName(parsed.dead_letters)
+
+
+# --- The pattern's parts (joinlab.patterns.Job) ------------------------------------------------
 
 LOTTERY_TOPIC, USER_TOPIC = "lottery-events", "user-events"
 WINNERS_TOPIC, REJECTIONS_TOPIC, DEAD_LETTERS_TOPIC = "lottery-winners", "lottery-rejections", "lottery-dlq"
 INPUT_TOPICS = [LOTTERY_TOPIC, USER_TOPIC]
 OUTPUT_TOPICS = [WINNERS_TOPIC, REJECTIONS_TOPIC, DEAD_LETTERS_TOPIC]
-SOLUTION, PROCESSORS = "jobs.lottery.solution", ("LotteryGate", "Coupons")
+SOLUTION, PROCESSORS, GIVEN = "jobs.lottery.solution", processors(STAGES), "jobs.lottery.given"  # Draw
+SPARK_CONF, LOOKUP, SETTINGS = {}, None, ("LOTTERY_SEED", "LOTTERY_WATERMARK_DELAY")
+INTERVIEW = Interview(level="3, event-time rules across two keys", time_box="60-90 min", key="outcome")
 
 _ID = Check("length(event_id) > 0", lambda e: len(e["event_id"]) > 0, "invalid field: event_id (must not be empty)")
 LOTTERY_EVENTS = EventSchema(
@@ -55,77 +105,20 @@ ROUTES = [Route(LOTTERY_EVENTS, LOTTERY, "lottery_id"), Route(USER_EVENTS, LOTTE
           Route(USER_EVENTS, USER, "user_id")]
 
 
-def decide(events: DataFrame, seed: int, watermark_delay_ms: int, solution: ModuleType | None = None) -> DataFrame:
-    """The core of the pattern: valid events (parse_events' frame) in, outcomes out (FLOW rows of
-    kind "winner" or "rejection"). One frame out, not two: two branches would plan the stages twice.
-
-    Spark drops input rows behind the watermark before a transformWithState sees them, without a
-    word. Stage 1 gets the event time as plain microseconds instead (t_us carries no watermark
-    metadata), so it sees a late event and rejects it with a reason; the watermark still advances."""
-    stages = solutions.of(SOLUTION, PROCESSORS, solution)
-    timed = events.withWatermark("event_time", f"{watermark_delay_ms} milliseconds")
-    keyed = timed.select("entity", "entity_id", "event_id", "type",  # keyed by parse_events
-                         F.unix_micros("event_time").alias("t_us"), "lottery_id", "user_id", "amount")
-    gated = keyed.select(*EVENT_COLUMNS).groupBy("entity", "entity_id").transformWithState(
-        stages.LotteryGate(), FLOW, "Append", "EventTime", eventTimeColumnName="out_time")
-    spent = gated.groupBy("entity", "entity_id").transformWithState(
-        stages.Coupons(), FLOW, "Append", "EventTime", eventTimeColumnName="out_time")
-    return spent.groupBy("entity", "entity_id").transformWithState(Draw(seed), FLOW, "Append", "EventTime")
-
-
-def to_kafka_rows(outcomes: DataFrame) -> DataFrame:
-    """Outcomes as Kafka sink rows: winners keyed by lottery, rejections keyed by event id."""
-    winner = F.to_json(F.struct("lottery_id", F.timestamp_micros("window_start_us").alias("window_start"),
-                                F.timestamp_micros(F.col("window_start_us") + WINDOW_US).alias("window_end"),
-                                "winner_user_id", "winning_event_id", "entrants", "seed"))
-    rejection = F.to_json(F.struct("event_id", "type", F.timestamp_micros("t_us").alias("event_time"),
-                                   "lottery_id", "user_id", "amount", "rule", "message"),
-                          {"ignoreNullFields": "false"})
-    is_winner = F.col("kind") == WINNER
-    return outcomes.where(F.col("kind").isin(WINNER, REJECTION)).select(
-        F.when(is_winner, WINNERS_TOPIC).otherwise(REJECTIONS_TOPIC).alias("topic"),
-        F.when(is_winner, F.col("lottery_id").cast("string")).otherwise(F.col("event_id")).alias("key"),
-        F.when(is_winner, winner).otherwise(rejection).alias("value"))
-
-
-def build(raw: DataFrame, solution: ModuleType | None = None) -> DataFrame:
-    """Raw Kafka rows in, Kafka sink rows (topic, key, value) out: winners, rejections, dead letters.
-    The seed and the watermark delay are read from the environment here ($LOTTERY_SEED,
-    $LOTTERY_WATERMARK_DELAY; see jobs/lottery/rules.py)."""
-    parsed = parse_events(raw, [LOTTERY_EVENTS, USER_EVENTS], DEAD_LETTERS_TOPIC, job="lottery",
-                          key=dict(zip(("entity", "entity_id"), route_columns(ROUTES))))
-    config = settings()
-    outcomes = decide(parsed.events, config.seed, config.watermark_delay_ms, solution)
-    return to_kafka_rows(outcomes).unionByName(parsed.dead_letters)
-
-
-class InMemory(Pipeline):
-    """decide's three stages through pyspark's TwsTester, one micro-batch at a time. Stage 1's
-    watermark is the batch's; stages 2 and 3 take their input first and then fire their timers
-    (Spark handles a batch's input before its timers)."""
+class InMemory(Chain):
+    """STAGES through pyspark's TwsTester, one micro-batch at a time: no Spark session. A batch's
+    watermark is the newest event time of earlier batches - the delay."""
 
     def __init__(self, solution: ModuleType | None = None, seed: int | None = None, delay_ms: int | None = None):
-        stages = solutions.of(SOLUTION, PROCESSORS, solution)
-        config = settings() if seed is None or delay_ms is None else None
-        self.seed = config.seed if seed is None else seed
-        self.gate = Tester(stages.LotteryGate, timeMode="EventTime", eventTimeExtractor=lambda r: NEVER_LATE)
-        self.coupons = Tester(stages.Coupons, timeMode="EventTime", eventTimeExtractor=out_ms)
-        self.draw = Tester(lambda: Draw(self.seed), timeMode="EventTime", eventTimeExtractor=out_ms)
-        self.clock = EventTime(config.watermark_delay_ms if delay_ms is None else delay_ms)
+        base = settings() if seed is None or delay_ms is None else None
+        config = Settings(base.seed if seed is None else seed, base.watermark_delay_ms if delay_ms is None else delay_ms)
+        super().__init__(STAGES, solutions.of(SOLUTION, PROCESSORS, solution), config, config.watermark_delay_ms)
+        self.seed = config.seed
 
-    def rows(self, records) -> list[Row]:
+    @staticmethod
+    def rows(records) -> list[Row]:
         """Valid input records as stage 1's rows."""
         return [event_row(schema, e) for schema, e in valid_events(records, [LOTTERY_EVENTS, USER_EVENTS])]
-
-    def batch(self, rows: list[Row], watermark: int | None = None) -> list[Row]:
-        """One micro-batch; its watermark is the newest event time of earlier batches - delay."""
-        watermark = self.clock.next(watermark)
-        key = lambda r: (r.entity, r.entity_id)  # noqa: E731
-        out1 = advance(self.gate, watermark) + feed(self.gate, rows, key)
-        out2 = feed(self.coupons, out1, key) + advance(self.coupons, watermark)
-        out3 = feed(self.draw, out2, key) + advance(self.draw, watermark)
-        self.clock.done(watermark, rows)
-        return out3
 
     def views(self, out: list[Row]) -> dict:
         """The outcome rows as the output topics' views, by the same keys as `actual`."""

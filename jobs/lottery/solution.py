@@ -9,7 +9,7 @@ the wiring: jobs/lottery/job.py).
 Why wait for the watermark instead of applying rules on arrival: then no decision depends on the
 order the two topics were read, on partitions or on micro-batch boundaries; only on event times.
 
-A key's buffer is one value, read once and written at most once per micro-batch, with one timer
+A key's pending events are one value, read once per micro-batch and written when changed, with one timer
 at a time (joinlab.named_state.KeyState): every state or timer call is a round trip to the JVM
 (jobs/lottery/README.md, "State").
 """
@@ -22,14 +22,14 @@ from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
 from jobs.lottery.rules import (ALREADY_STARTED, BOUGHT, DEDUP_HORIZON_US, INACTIVE, LATE, NO_COUPON, NON_POSITIVE,
                                 STARTED, order_key)
-from jobs.lottery.given import ENTRY, EVENT, LOTTERY, PASS, USER, entity_key, flow, reject
+from jobs.lottery.given import ENTRY, EVENT, LOTTERY, PASS, USER, flow, grouping_key, reject
 from joinlab.events import timer_ms
 from joinlab.named_state import KeyState, ddl
 
 SEEN_BUCKET_US = 60_000_000  # seen ids are stored per minute of event time: one state entry per key and minute
 
 
-class Held(NamedTuple):
+class PendingEvent(NamedTuple):
     """An event waiting for the watermark: its own fields."""
     event_id: str
     type: str
@@ -39,11 +39,11 @@ class Held(NamedTuple):
     amount: int | None
 
 
-class Buffer(NamedTuple):
+class Pending(NamedTuple):
     """A key's events waiting for the watermark, the one timer registered to release them (or to
     forget old seen ids), and the minutes of event time the key has seen ids of (stage 1)."""
     timer: int | None
-    events: list[Held]
+    events: list[PendingEvent]
     seen_minutes: list[int]
 
 
@@ -60,7 +60,7 @@ class CouponCount(NamedTuple):
     coupons: int
 
 
-EMPTY = Buffer(None, [], [])
+EMPTY = Pending(None, [], [])
 
 
 def _minute(t_us: int) -> int:
@@ -73,47 +73,47 @@ def _forget_ms(minute_us: int) -> int:
     return timer_ms(minute_us + SEEN_BUCKET_US + DEDUP_HORIZON_US)
 
 
-def _held(row) -> Held:
-    return Held(row.event_id, row.type, row.t_us, row.lottery_id, row.user_id, row.amount)
+def _pending_event(row) -> PendingEvent:
+    return PendingEvent(row.event_id, row.type, row.t_us, row.lottery_id, row.user_id, row.amount)
 
 
-class _EventTimeBuffer(StatefulProcessor):
+class _PendingUntilWatermark(StatefulProcessor):
     """Buffers a key's events until the watermark passes them, then hands them over in
-    (event time, type, event id) order: the one ordering every stage shares. The buffer is one
-    value per key, read and written once per batch; one timer per key, at the earliest event."""
+    (event time, type, event id) order: the one ordering every stage shares. A key's pending
+    events are one value ("pending"), read once per batch; one timer per key, at the earliest event."""
 
     def init(self, handle: StatefulProcessorHandle) -> None:
-        self.pending = KeyState(handle, "pending", Buffer, EMPTY)
+        self.pending = KeyState(handle, "pending", Pending, EMPTY)
 
-    def store(self, key, buffer: Buffer) -> None:
-        """Write the key's buffer (read with self.pending.get in this batch), its one timer at the
+    def store(self, key, value: Pending) -> None:
+        """Write the key's pending events (read with self.pending.get in this batch), its one timer at the
         earliest time the key has something to do."""
-        self.pending.put(key, buffer, self.next_due(buffer))
+        self.pending.put(key, value, self.next_due(value))
 
-    def next_due(self, buffer: Buffer) -> int | None:
+    def next_due(self, value: Pending) -> int | None:
         """The watermark at which the key has something to do: its earliest held event."""
-        return min((timer_ms(e.t_us) for e in buffer.events), default=None)
+        return min((timer_ms(e.t_us) for e in value.events), default=None)
 
     def handleExpiredTimer(self, key, timerValues, expiredTimerInfo) -> Iterator[Row]:
         watermark = timerValues.getCurrentWatermarkInMs()
-        buffer = self.pending.get(key, timerValues, expiredTimerInfo)
-        ready = sorted((e for e in buffer.events if e.t_us <= watermark * 1000),
+        value = self.pending.get(key, timerValues, expiredTimerInfo)
+        ready = sorted((e for e in value.events if e.t_us <= watermark * 1000),
                        key=lambda e: order_key(e.t_us, e.type, e.event_id))
-        buffer = self.expire(buffer._replace(events=[e for e in buffer.events if e.t_us > watermark * 1000]),
+        value = self.expire(value._replace(events=[e for e in value.events if e.t_us > watermark * 1000]),
                              watermark)
         out = list(self.decide(key, [e._asdict() for e in ready], watermark))
-        self.store(key, buffer)
+        self.store(key, value)
         return iter(out)
 
-    def expire(self, buffer: Buffer, watermark_ms: int) -> Buffer:
-        return buffer
+    def expire(self, value: Pending, watermark_ms: int) -> Pending:
+        return value
 
     def decide(self, key, events: list[dict], watermark_ms: int) -> Iterator[Row]:
         """The key's due `events`, in order."""
         raise NotImplementedError
 
 
-class LotteryGate(_EventTimeBuffer):
+class LotteryGate(_PendingUntilWatermark):
     """Stage 1, keyed by ("lottery", id) for starts and clicks, ("user", id) for purchases.
 
     Duplicate ids are dropped for DEDUP_HORIZON_US of event time behind the watermark. A re-send
@@ -126,12 +126,12 @@ class LotteryGate(_EventTimeBuffer):
         self.started = handle.getValueState("started", ddl(Started))
 
     def handleInputRows(self, key, rows, timerValues) -> Iterator[Row]:
-        entity = entity_key(key)[0]
+        entity = grouping_key(key)[0]
         watermark = timerValues.getCurrentWatermarkInMs()
-        buffer = self.pending.get(key, timerValues)
+        value = self.pending.get(key, timerValues)
         rows = list(rows)
         touched = {_minute(r.t_us) for r in rows}
-        minutes = {m: set(Seen(*self.seen.getValue((m,))).ids) for m in buffer.seen_minutes if m in touched}
+        minutes = {m: set(Seen(*self.seen.getValue((m,))).ids) for m in value.seen_minutes if m in touched}
         changed, held, out = set(), [], []
         for row in rows:
             minute = _minute(row.t_us)
@@ -141,7 +141,7 @@ class LotteryGate(_EventTimeBuffer):
             if _forget_ms(minute) > watermark:  # else: past the horizon already, a re-send is late again
                 ids.add(row.event_id)
                 changed.add(minute)
-            event = _held(row)
+            event = _pending_event(row)
             if row.t_us <= watermark * 1000:
                 out.append(reject(event._asdict(), LATE, watermark))  # its turn has passed: deciding it would reorder
             elif entity == USER:
@@ -150,24 +150,24 @@ class LotteryGate(_EventTimeBuffer):
                 held.append(event)
         for minute in changed:
             self.seen.updateValue((minute,), Seen(sorted(minutes[minute])))
-        self.store(key, buffer._replace(events=buffer.events + held,
-                                        seen_minutes=sorted(set(buffer.seen_minutes) | changed)))
+        self.store(key, value._replace(events=value.events + held,
+                                        seen_minutes=sorted(set(value.seen_minutes) | changed)))
         return iter(out)
 
-    def next_due(self, buffer: Buffer) -> int | None:
+    def next_due(self, value: Pending) -> int | None:
         """Also when the oldest minute of seen ids leaves the horizon."""
-        forget = [_forget_ms(buffer.seen_minutes[0])] if buffer.seen_minutes else []
-        return min([*forget, *(timer_ms(e.t_us) for e in buffer.events)], default=None)
+        forget = [_forget_ms(value.seen_minutes[0])] if value.seen_minutes else []
+        return min([*forget, *(timer_ms(e.t_us) for e in value.events)], default=None)
 
-    def expire(self, buffer: Buffer, watermark_ms: int) -> Buffer:
+    def expire(self, value: Pending, watermark_ms: int) -> Pending:
         """Forget the minutes of ids wholly behind watermark - horizon: a re-send of one is late."""
         keep = []
-        for minute in buffer.seen_minutes:
+        for minute in value.seen_minutes:
             if _forget_ms(minute) <= watermark_ms:
                 self.seen.removeKey((minute,))
             else:
                 keep.append(minute)
-        return buffer._replace(seen_minutes=keep)
+        return value._replace(seen_minutes=keep)
 
     def decide(self, key, events: list[dict], watermark_ms: int) -> Iterator[Row]:
         started = None if not events else self.started.exists()
@@ -184,7 +184,7 @@ class LotteryGate(_EventTimeBuffer):
                 yield flow(EVENT, USER, event["user_id"], watermark_ms, **event)
 
 
-class Coupons(_EventTimeBuffer):
+class Coupons(_PendingUntilWatermark):
     """Stage 2, keyed by ("user", id): purchases and clicks in event-time order."""
 
     def init(self, handle: StatefulProcessorHandle) -> None:
@@ -192,11 +192,11 @@ class Coupons(_EventTimeBuffer):
         self.coupons = handle.getValueState("coupons", ddl(CouponCount))
 
     def handleInputRows(self, key, rows, timerValues) -> Iterator[Row]:
-        if entity_key(key)[0] == PASS:
+        if grouping_key(key)[0] == PASS:
             yield from rows
             return
-        buffer = self.pending.get(key, timerValues)
-        self.store(key, buffer._replace(events=buffer.events + [_held(row) for row in rows]))
+        value = self.pending.get(key, timerValues)
+        self.store(key, value._replace(events=value.events + [_pending_event(row) for row in rows]))
 
     def decide(self, key, events: list[dict], watermark_ms: int) -> Iterator[Row]:
         if not events:

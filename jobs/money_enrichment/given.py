@@ -23,8 +23,8 @@ from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
 from jobs.money_enrichment.rules import Settings, tx_order, user_as_of, user_version_key
 from joinlab.events import timer_ms
-from joinlab.flow import Flow, entity_key
-from joinlab.named_state import KeyState
+from joinlab.flow import Flow
+from joinlab.named_state import KeyState, grouping_key
 
 SESSION, USER, PASS = "session", "user", "pass"        # entities: what a row is keyed by
 TX, USER_UPDATE, SESSION_START = "tx", "user", "session"  # input kinds
@@ -135,7 +135,7 @@ class UserEnrich(StatefulProcessor):
     def handleInputRows(self, key, rows, timerValues) -> Iterator[Row]:
         watermark = timerValues.getCurrentWatermarkInMs()
         rows = list(rows)
-        if entity_key(key)[0] == PASS:
+        if grouping_key(key)[0] == PASS:
             return iter(rows)
         self._open(self.txs.get(key, timerValues))
         out = []
@@ -150,7 +150,7 @@ class UserEnrich(StatefulProcessor):
         for row in sorted((r for r in rows if r.kind == TX), key=lambda r: tx_order(r.t_us, r.tx_id)):
             tx = pick(row, TX_FIELDS + SESSION_FIELDS + ["enriched_by"])
             if row.t_us <= watermark * 1000:
-                out += self._decide(tx, watermark)  # late: decide now, correct the first if needed
+                out += self._settle(tx, watermark)  # late: settle it now, correct the first if needed
             else:
                 self._pending[row.tx_id] = tx
         self._store(key)
@@ -167,7 +167,7 @@ class UserEnrich(StatefulProcessor):
         out = []
         for tx in due:
             del self._pending[tx["tx_id"]]
-            out += self._decide(tx, watermark)
+            out += self._settle(tx, watermark)
         self._decided = {i: tx for i, tx in self._decided.items() if self._forget_ms(tx["t_us"]) > watermark}
         if self._forget is not None and self._forget <= watermark:
             self._forget_versions(watermark)
@@ -237,7 +237,9 @@ class UserEnrich(StatefulProcessor):
         self._decided[tx["tx_id"]] = tx
         return flow(ENRICHED, USER, str(tx["user_id"]), watermark, **tx)
 
-    def _decide(self, tx: dict, watermark: int) -> list[Row]:
+    def _settle(self, tx: dict, watermark: int) -> list[Row]:
+        """One transaction the watermark passed: with its user as of its time, flagged if it is the first
+        of its type (the earlier first re-emitted unflagged)."""
         first = self._firsts.get(tx["type"])
         is_first = first is None or tx_order(tx["t_us"], tx["tx_id"]) <= tx_order(first["t_us"], first["tx_id"])
         tx = {**tx, **self._user_at(tx["t_us"]), "first_of_type": is_first}

@@ -1,14 +1,15 @@
 """Money enrichment: transactions joined to their session and to their user as of the
 transaction's time, deduplicated, first-of-type flagged; late ones enriched by a lookup service.
 
-Stage 1 comes from a solution module (joinlab.solutions): jobs/money_enrichment/solution.py, or a
-candidate's exercises/money_enrichment.py; stage 2 and the stages' contract: given.py.
+The query first: stage 1 keyed by session (SessionJoin, from a solution module:
+jobs/money_enrichment/solution.py or a candidate's exercises/money_enrichment.py), stage 2 keyed by
+user (UserEnrich, given), then the lookup step. Below it: the topics and how records are parsed
+and keyed, the stages in memory, and how a consumer reads the output. The row contract and stage
+2 are given.py.
 """
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 from types import ModuleType
 
 from pyspark.sql import DataFrame, Row
@@ -21,19 +22,51 @@ from jobs.money_enrichment.rules import TYPES, Settings, settings
 from joinlab import solutions
 from joinlab.events import (Check, EventSchema, Route, micros, moment, parse_events, parse_time, route_columns,
                             routed, valid_events, validate)
-from joinlab.in_memory import NEVER_LATE, EventTime, Pipeline, Tester, feed, out_ms
-from joinlab.lookup import LookupResult, LookupService, LookupSettings
+from joinlab.in_memory import Chain
+from joinlab.lookup import LookupResult, LookupSettings
+from joinlab.patterns import Interview, Lookup
+from joinlab.stages import Stage, chain, processors
+
+KEY = ("entity", "entity_key")  # every stage: the rows' own (entity, key)
+STAGES = [Stage("join", "SessionJoin", KEY, FLOW, event_time=True, out_time=True, make=lambda c: (c,)),  # by session
+          Stage("enrich", UserEnrich, KEY, FLOW, event_time=True, initial=True, make=lambda c: (c,))]  # by user
+
+
+def enrich(events: DataFrame, config: Settings, lookup: LookupSettings, users: DataFrame | None = None,
+           solution: ModuleType | None = None) -> DataFrame:
+    """The core of the pattern: valid events in, FLOW rows of kind "enriched" or "dead" out.
+    `users`: initial state for stage 2 (rows of `users_snapshot`), or None."""
+    enriched = chain(keyed(events, config), STAGES, solutions.of(SOLUTION, PROCESSORS, solution), config, users)
+    return enriched.mapInArrow(lookup_step(lookup), FLOW)
+
+
+def build(raw: DataFrame, solution: ModuleType | None = None) -> DataFrame:
+    """Raw Kafka rows in, Kafka sink rows (topic, key, value) out: enriched transactions and dead
+    letters. Settings come from the environment here (jobs/money_enrichment/rules.py, and the
+    lookup client's LAB_LOOKUP_*), read once on the driver."""
+    parsed = parse_events(raw, SCHEMAS, DEAD_LETTERS_TOPIC, job="money-enrichment",
+                          key=dict(zip(("entity", "entity_key"), route_columns(ROUTES, "string"))))
+    config = settings()
+    users = users_snapshot(raw.sparkSession, config.users_snapshot) if config.users_snapshot else None
+    flows = enrich(parsed.events, config, LookupSettings.from_env(), users, solution)
+    return to_kafka_rows(flows).unionByName(parsed.dead_letters)
+
+
+# --- The pattern's parts (joinlab.patterns.Job) ------------------------------------------------
 
 TRANSACTIONS_TOPIC, SESSIONS_TOPIC, USERS_TOPIC = "money-transactions", "money-sessions", "money-users"
 ENRICHED_TOPIC, DEAD_LETTERS_TOPIC = "money-enriched", "money-dlq"
 INPUT_TOPICS = [TRANSACTIONS_TOPIC, SESSIONS_TOPIC, USERS_TOPIC]
 OUTPUT_TOPICS = [ENRICHED_TOPIC, DEAD_LETTERS_TOPIC]
-SOLUTION, PROCESSORS = "jobs.money_enrichment.solution", ("SessionJoin",)
+SOLUTION, PROCESSORS = "jobs.money_enrichment.solution", processors(STAGES)
 GIVEN = "jobs.money_enrichment.given"  # UserEnrich: its retired state names (joinlab.job.check_state_layout)
 # Avro-encoded state: a field added to a stored value (the user) is read as NULL from old entries
 # on restart; Spark's default encoding refuses the changed schema (jobs/money_enrichment/README.md).
 # Fixed when a checkpoint is created; joinlab.job.start applies it.
 SPARK_CONF = {"spark.sql.streaming.stateStore.encodingFormat": "avro"}
+SETTINGS = ("MONEY_WATERMARK_DELAY", "MONEY_SESSION_DURATION", "MONEY_WAIT_LIMIT", "MONEY_DEDUP_HORIZON",
+            "MONEY_USERS_SNAPSHOT")
+INTERVIEW = Interview(level="4, the hard one", time_box="90 min", key="transaction")
 
 
 def _not_empty(name: str) -> Check:
@@ -59,6 +92,7 @@ SCHEMAS = [TRANSACTIONS, SESSIONS, USERS]
 # Stage 1's keys: transactions and sessions by session, users by user (stage 2's key, as a string).
 ROUTES = [Route(TRANSACTIONS, SESSION, "session_id"), Route(SESSIONS, SESSION, "session_id"),
           Route(USERS, USER, "user_id")]
+LOOKUP = Lookup(SESSIONS, "session_id")  # what arrives after its session left state is enriched by asking
 KINDS = {TRANSACTIONS_TOPIC: TX, SESSIONS_TOPIC: SESSION_START, USERS_TOPIC: USER_UPDATE}  # a row's kind, by topic
 
 
@@ -78,19 +112,6 @@ def keyed(events: DataFrame, config: Settings) -> DataFrame:
                         F.col("source_partition").cast("bigint").alias("src_partition"),
                         F.col("source_offset").cast("bigint").alias("src_offset"),
                         "country", "device", "name", "segment", "version").select(*EVENT_COLUMNS)
-
-
-def enrich(events: DataFrame, config: Settings, lookup: LookupSettings, users: DataFrame | None = None,
-           solution: ModuleType | None = None) -> DataFrame:
-    """The core of the pattern: valid events in, FLOW rows of kind "enriched" or "dead" out.
-    `users`: initial state for stage 2 (rows of `users_snapshot`), or None."""
-    stages = solutions.of(SOLUTION, PROCESSORS, solution)
-    joined = keyed(events, config).groupBy("entity", "entity_key").transformWithState(
-        stages.SessionJoin(config), FLOW, "Append", "EventTime", eventTimeColumnName="out_time")
-    initial = users.groupBy("entity", "entity_key") if users is not None else None
-    enriched = joined.groupBy("entity", "entity_key").transformWithState(
-        UserEnrich(config), FLOW, "Append", "EventTime", initialState=initial)
-    return enriched.mapInArrow(lookup_step(lookup), FLOW)
 
 
 def users_snapshot(spark, path: str) -> DataFrame:
@@ -131,57 +152,22 @@ def to_kafka_rows(flows: DataFrame) -> DataFrame:
         F.when(is_enriched, enriched).otherwise(letter).alias("value"))
 
 
-def build(raw: DataFrame, solution: ModuleType | None = None) -> DataFrame:
-    """Raw Kafka rows in, Kafka sink rows (topic, key, value) out: enriched transactions and dead
-    letters. Settings come from the environment here (jobs/money_enrichment/rules.py, and the
-    lookup client's MONEY_LOOKUP_*), read once on the driver."""
-    parsed = parse_events(raw, SCHEMAS, DEAD_LETTERS_TOPIC, job="money-enrichment",
-                          key=dict(zip(("entity", "entity_key"), route_columns(ROUTES, "string"))))
-    config = settings()
-    users = users_snapshot(raw.sparkSession, config.users_snapshot) if config.users_snapshot else None
-    flows = enrich(parsed.events, config, LookupSettings.from_env(), users, solution)
-    return to_kafka_rows(flows).unionByName(parsed.dead_letters)
-
-
-@contextlib.contextmanager
-def services(bootstrap: str):
-    """The session lookup service for a run of this job: the one $MONEY_LOOKUP_URL names (the
-    lab stacks set it), else one started here on a free port, reading `bootstrap`'s sessions."""
-    if os.environ.get("MONEY_LOOKUP_URL"):
-        yield None
-        return
-    with LookupService(bootstrap, topic=SESSIONS_TOPIC, port=0) as service:
-        saved = {name: os.environ.get(name) for name in ("MONEY_LOOKUP_URL", "LAB_LOOKUP_TOKEN")}
-        os.environ.update(MONEY_LOOKUP_URL=service.url, LAB_LOOKUP_TOKEN=service.token)
-        try:
-            yield service
-        finally:
-            for name, value in saved.items():
-                if value is None:
-                    os.environ.pop(name, None)
-                else:
-                    os.environ[name] = value
-
-
-class InMemory(Pipeline):
-    """Stage 1 -> stage 2 -> lookup step through pyspark's TwsTester, keyed and chained as in
-    `enrich`. The lookup service knows `sessions` (session_id -> SessionStarted event as on the
-    topic); by default, as the real service reading the sessions topic, every session of the
-    batches so far."""
+class InMemory(Chain):
+    """STAGES, then the lookup step, through pyspark's TwsTester, one micro-batch at a time: no
+    Spark session. The lookup service knows `sessions` (session_id -> SessionStarted event as on
+    the topic); by default, as the real service reading the sessions topic, every session of the
+    batches so far. `users`: stage 2's initial state (rows of `users_snapshot`)."""
 
     def __init__(self, solution: ModuleType | None = None, config: Settings | None = None,
                  sessions: dict | None = None, users: list[Row] = ()):
-        stages = solutions.of(SOLUTION, PROCESSORS, solution)
         self.config = config or settings()
+        super().__init__(STAGES, solutions.of(SOLUTION, PROCESSORS, solution), self.config,
+                         self.config.watermark_delay_ms, users)
         self.sessions, self.reads_topic = sessions if sessions is not None else {}, sessions is None
-        self.join = Tester(lambda: stages.SessionJoin(self.config), timeMode="EventTime",
-                           eventTimeExtractor=lambda r: NEVER_LATE)
-        initial = [((u.entity, u.entity_key), u) for u in users] or None
-        self.enrich = Tester(lambda: UserEnrich(self.config), initialStateRow=initial, timeMode="EventTime",
-                             eventTimeExtractor=out_ms)
-        self.clock, self.lookups = EventTime(self.config.watermark_delay_ms), []
+        self.lookups = []
 
-    def rows(self, records) -> list[Row]:
+    @staticmethod
+    def rows(records) -> list[Row]:
         """Valid events as stage 1's rows."""
         out = []
         for record in records:
@@ -192,14 +178,6 @@ class InMemory(Pipeline):
                               src_offset=getattr(record, "offset", None))
                 out.append(Row(**fields))
         return out
-
-    @staticmethod
-    def _step(tester, rows, watermark) -> list[Row]:
-        """Spark's order within a batch: the batch's watermark, its input, then expired timers."""
-        if watermark > tester._currentWatermarkMs:
-            tester._currentWatermarkMs = watermark
-            tester.handle.setWatermark(watermark)
-        return feed(tester, rows, lambda r: (r.entity, r.entity_key)) + tester._handleExpiredTimers()
 
     def _lookup(self, ids):
         self.lookups += ids
@@ -219,11 +197,7 @@ class InMemory(Pipeline):
         """One micro-batch: FLOW rows (as dicts) of kind "enriched" or "dead", after the lookup step."""
         if self.reads_topic:
             self._read_sessions(rows)
-        watermark = self.clock.next(watermark)
-        joined = self._step(self.join, rows, watermark)
-        enriched = self._step(self.enrich, joined, watermark)
-        self.clock.done(watermark, rows)
-        return enrich_rows([r.asDict() for r in enriched], self._lookup)
+        return enrich_rows([r.asDict() for r in super().batch(rows, watermark)], self._lookup)
 
     @staticmethod
     def dead_letters(out: list[dict]) -> dict:

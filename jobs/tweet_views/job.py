@@ -1,62 +1,34 @@
 """Tweet views: users ⋈ tweets keyed by author, whichever side arrives first.
 
-The wiring: topics, parsing, keying both sides by author (ROUTES), and the sink. The join is the
-processor of a solution module (joinlab.solutions); `InMemory` runs it without Spark.
+The query first: both sides grouped by author through one stage, the solution's processor. Below
+it: the topics and how records are parsed and keyed (ROUTES), the sink, the stage in memory, and
+how a consumer reads the output. The row contract is given.py.
 """
 from __future__ import annotations
 
 import json
-import os
-from datetime import timedelta
 from types import ModuleType
 
 from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 
+from jobs.tweet_views.given import SIDE_COLUMNS, VIEW, retention
 from joinlab import solutions
-from joinlab.config import duration_ms
 from joinlab.events import (Check, EventSchema, Route, micros, moment, parse_events, parse_time, route_columns,
                             routed, valid_events)
-from joinlab.in_memory import Pipeline, Tester, feed, last_by_version
+from joinlab.in_memory import Chain, last_by_version
+from joinlab.patterns import Interview
+from joinlab.stages import Stage, chain, processors
 
-USERS_TOPIC, TWEETS_TOPIC = "users", "tweets"
-VIEWS_TOPIC, DEAD_LETTERS_TOPIC = "tweet-views", "tweet-views-dlq"
-INPUT_TOPICS = [USERS_TOPIC, TWEETS_TOPIC]
-OUTPUT_TOPICS = [VIEWS_TOPIC, DEAD_LETTERS_TOPIC]
-SOLUTION, PROCESSORS = "jobs.tweet_views.solution", ("TweetViewsProcessor",)
-
-_POSITIVE_VERSION = Check("version >= 1", lambda e: e["version"] >= 1, "invalid field: version (must be >= 1)")
-USERS = EventSchema(USERS_TOPIC, {"user_id": "bigint", "name": "string", "handle": "string",
-                                  "version": "bigint", "event_time": "timestamp"}, checks=(_POSITIVE_VERSION,))
-TWEETS = EventSchema(TWEETS_TOPIC, {"tweet_id": "bigint", "user_id": "bigint", "text": "string",
-                                    "version": "bigint", "event_time": "timestamp"}, checks=(_POSITIVE_VERSION,))
-
-# Both sides grouped by author; kind says which side a row is.
-ROUTES = [Route(USERS, "user", "user_id"), Route(TWEETS, "tweet", "user_id")]
-
-# --- The processor's contract ------------------------------------------------------------------
-
-def retention() -> timedelta:
-    """How far (event time) behind the author's newest event an author's tweets are kept, and so
-    still get the author's profile updates: $LAB_TWEET_VIEWS_RETENTION, default 30 days."""
-    return timedelta(milliseconds=duration_ms(os.environ.get("LAB_TWEET_VIEWS_RETENTION", "30 days"),
-                                              "LAB_TWEET_VIEWS_RETENTION"))
-
-
-# One input row shape for both sides, grouped by author: kind is "user" or "tweet".
-SIDE_COLUMNS = ["kind", "user_id", "version", "event_time", "tweet_id", "text", "name", "handle"]
-# What the processor emits: one row per view.
-VIEW = ("tweet_id bigint, tweet_version bigint, text string, tweet_time timestamp, "
-        "user_id bigint, user_version bigint, name string, handle string, user_time timestamp")
+STAGES = [Stage("by_author", "TweetViewsProcessor", ("user_id",), VIEW, make=lambda _: (retention(),))]
 
 
 def join_views(events: DataFrame, solution: ModuleType | None = None) -> DataFrame:
     """The core of the pattern: both sides grouped by author (`user_id`, keyed by parse_events),
     through the solution's processor."""
-    processor = solutions.of(SOLUTION, PROCESSORS, solution).TweetViewsProcessor
     kind, _ = route_columns(ROUTES)
     sides = events.select(kind.alias("kind"), *SIDE_COLUMNS[1:])
-    return sides.groupBy("user_id").transformWithState(processor(retention()), VIEW, "Append", "None")
+    return chain(sides, STAGES, solutions.of(SOLUTION, PROCESSORS, solution))
 
 
 def build(raw: DataFrame, solution: ModuleType | None = None) -> DataFrame:
@@ -75,23 +47,40 @@ def build(raw: DataFrame, solution: ModuleType | None = None) -> DataFrame:
     return out.unionByName(parsed.dead_letters)
 
 
-class InMemory(Pipeline):
-    """join_views through pyspark's TwsTester, one micro-batch at a time: no Spark session."""
+# --- The pattern's parts (joinlab.patterns.Job) ------------------------------------------------
+
+USERS_TOPIC, TWEETS_TOPIC = "users", "tweets"
+VIEWS_TOPIC, DEAD_LETTERS_TOPIC = "tweet-views", "tweet-views-dlq"
+INPUT_TOPICS = [USERS_TOPIC, TWEETS_TOPIC]
+OUTPUT_TOPICS = [VIEWS_TOPIC, DEAD_LETTERS_TOPIC]
+SOLUTION, PROCESSORS, GIVEN = "jobs.tweet_views.solution", processors(STAGES), None
+SPARK_CONF, LOOKUP, SETTINGS = {}, None, ("LAB_TWEET_VIEWS_RETENTION",)
+INTERVIEW = Interview(level="1, warm-up", time_box="30-45 min", key="tweet")
+
+_POSITIVE_VERSION = Check("version >= 1", lambda e: e["version"] >= 1, "invalid field: version (must be >= 1)")
+USERS = EventSchema(USERS_TOPIC, {"user_id": "bigint", "name": "string", "handle": "string",
+                                  "version": "bigint", "event_time": "timestamp"}, checks=(_POSITIVE_VERSION,))
+TWEETS = EventSchema(TWEETS_TOPIC, {"tweet_id": "bigint", "user_id": "bigint", "text": "string",
+                                    "version": "bigint", "event_time": "timestamp"}, checks=(_POSITIVE_VERSION,))
+
+# Both sides grouped by author; kind says which side a row is.
+ROUTES = [Route(USERS, "user", "user_id"), Route(TWEETS, "tweet", "user_id")]
+
+
+class InMemory(Chain):
+    """STAGES through pyspark's TwsTester, one micro-batch at a time: no Spark session."""
 
     def __init__(self, solution: ModuleType | None = None):
-        processor = solutions.of(SOLUTION, PROCESSORS, solution).TweetViewsProcessor
-        self.views_processor = Tester(lambda: processor(retention()))
+        super().__init__(STAGES, solutions.of(SOLUTION, PROCESSORS, solution))
 
-    def rows(self, records) -> list[Row]:
-        """Valid input records as join_views' rows."""
-        events = valid_events(records, [USERS, TWEETS])
-        sides = [routed(ROUTES, schema, e, SIDE_COLUMNS) for schema, e in events]
+    @staticmethod
+    def rows(records) -> list[Row]:
+        """Valid input records as the stage's rows."""
+        sides = [routed(ROUTES, schema, e, SIDE_COLUMNS) for schema, e in valid_events(records, [USERS, TWEETS])]
         return [Row(**dict(side, event_time=moment(micros(side["event_time"])))) for side in sides]
 
-    def batch(self, rows: list[Row]) -> list[Row]:
-        return feed(self.views_processor, rows, lambda r: r.user_id)
-
-    def views(self, out: list[Row]) -> dict:
+    @staticmethod
+    def views(out: list[Row]) -> dict:
         return last_by_version([r.asDict() for r in out], "tweet_id", version)
 
 

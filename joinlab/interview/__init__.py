@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from joinlab import patterns
+
 ROOT = Path(__file__).resolve().parents[2]
 # The line of a pattern's page that ends the candidate's prompt: what follows is the lab's solution.
 MARKER = "<!-- solution: not in a candidate's workspace -->"
@@ -23,6 +25,7 @@ def prompt_text(page: Path) -> str:
 
 @dataclass(frozen=True)
 class Exercise:
+    """A pattern's exercise: what its job declares (INTERVIEW, PROCESSORS) and where its files are."""
     pattern: str
     module: str       # file names: exercises/<module>.py, jobs/<module>/README.md, scenarios/<module>/
     level: str
@@ -44,18 +47,12 @@ class Exercise:
         return ROOT / "exercises" / "hidden" / self.module
 
 
-EXERCISES = {e.pattern: e for e in [
-    Exercise("tweet-views", "tweet_views", "1, warm-up", "30-45 min", "tweet", ("TweetViewsProcessor",)),
-    Exercise("car-pollution", "car_pollution", "2, one-to-many", "45-60 min", "car",
-             ("CarMovesProcessor", "ZoneCarsProcessor")),
-    Exercise("lottery", "lottery", "3, event-time rules across two keys", "60-90 min", "outcome",
-             ("LotteryGate", "Coupons")),
-    Exercise("money-enrichment", "money_enrichment", "4, the hard one", "90 min", "transaction", ("SessionJoin",)),
-]}
+EXERCISES = list(patterns.PATTERNS)  # one exercise per registered pattern
 
 
 def exercise(pattern: str) -> Exercise:
-    try:
-        return EXERCISES[pattern]
-    except KeyError:
-        raise SystemExit(f"no exercise for {pattern!r}; choose one of: {', '.join(EXERCISES)}") from None
+    if pattern not in patterns.PATTERNS:
+        raise SystemExit(f"no exercise for {pattern!r}; choose one of: {', '.join(EXERCISES)}")
+    job = patterns.job(pattern)
+    return Exercise(pattern, patterns.module_name(pattern), job.INTERVIEW.level, job.INTERVIEW.time_box,
+                    job.INTERVIEW.key, job.PROCESSORS)

@@ -46,14 +46,7 @@ def wait_decided(lab, timeout_s: float = 600) -> None:
     with the watermark they imply (newest event time - delay, as the reference computes it): only
     then has it decided all that the reference expects."""
     lab.wait_caught_up(timeout_s)
-    records, reference = lab.records(lab.job.INPUT_TOPICS), patterns.reference(lab.pattern)
-    if lab.pattern == "lottery":
-        final = reference.outcomes(records)[2]
-    elif lab.pattern == "money-enrichment":
-        final_us = reference.final_watermark_us(records, lab.job.settings())
-        final = None if final_us is None else final_us // 1000
-    else:
-        return
+    final = patterns.reference(lab.pattern).final_watermark_ms(lab.records(lab.job.INPUT_TOPICS))
     if final is None:
         return
 

@@ -11,7 +11,7 @@ same for every candidate and every machine.
      "expect": {"10": {...}}}
 
 `expect` is written by the reference (`joinlab interview scenarios --refresh`), never by hand.
-Where the pattern's processors dead-letter keys (money enrichment), `expect_dead` (key -> the
+Where the pattern's processors dead-letter keys (its InMemory has `dead_letters`), `expect_dead` (key -> the
 reason's words before its first ":"), written by the lab's solution, says what must reach the
 dead-letter topic. Besides as sent, every scenario runs as Spark may run it (VARIANTS).
 """
@@ -115,15 +115,11 @@ def load_dir(directory: Path | None, hidden: bool = False) -> list[Scenario]:
                      body.get("expect_dead")) for path, body in bodies]
 
 
-SETTINGS = ("LOTTERY_SEED", "LOTTERY_WATERMARK_DELAY", "MONEY_WATERMARK_DELAY", "MONEY_SESSION_DURATION",
-            "MONEY_WAIT_LIMIT", "MONEY_DEDUP_HORIZON", "MONEY_USERS_SNAPSHOT")
-
-
 @contextlib.contextmanager
 def default_settings():
     """The jobs' default settings while grading: a scenario's expectation (and a pack's stored live
     expectation) was computed with them, so a setting left in the environment must not change it."""
-    saved = {name: os.environ.pop(name) for name in SETTINGS if name in os.environ}
+    saved = {name: os.environ.pop(name) for name in patterns.settings_env() if name in os.environ}
     try:
         yield
     finally:
@@ -141,7 +137,7 @@ def run(pattern: str, solution: ModuleType | None, scenario: Scenario, variant: 
                 p.batch = lambda *args, **kwargs: restart(p) or batch(*args, **kwargs)  # restart returns None
             out = p.run([p.rows(batch) for batch in scenario.records(variant)])
             outcome.got = plain(p.views(out))
-            outcome.dead = p.dead_letters(out) if hasattr(p, "dead_letters") else {}
+            outcome.dead = p.dead_letters(out) if p.dead_letters else {}
     except Exception:  # the candidate's code: any error is a result to show, not a crash
         outcome.error = _short_traceback()
     return outcome
@@ -177,8 +173,7 @@ def expected_by_reference(pattern: str, scenario: Scenario) -> dict:
 def dead_by_solution(pattern: str, scenario: Scenario) -> dict | None:
     """What the lab's solution dead-letters (key -> reason as compared), where the pattern's processors
     dead-letter keys (for --refresh: the reference computes views only)."""
-    return reasons(run(pattern, None, scenario).dead) if hasattr(patterns.job(pattern).InMemory, "dead_letters") \
-        else None
+    return reasons(run(pattern, None, scenario).dead) if patterns.job(pattern).InMemory.dead_letters else None
 
 
 def _short_traceback() -> str:

@@ -1,4 +1,4 @@
-"""The session lookup service of the money-enrichment pattern, and its client. The client is what
+"""The session lookup service a pattern's job asks (its LOOKUP, joinlab.patterns), and its client. The client is what
 Spark workers import, standard library only, so it is imported here at once; the service and its
 store (Kafka, pyspark's event contracts) load on first use.
 """

@@ -16,11 +16,11 @@ whole = bounded(int, 0)
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m joinlab.lookup",
-                                description="Serve the sessions of a Kafka topic over HTTP for the money-enrichment "
-                                            "job (GET /sessions/<id> with a Bearer token, GET /health).")
+                                description="Serve the sessions of a Kafka topic over HTTP for the job that declares "
+                                            "it as its LOOKUP (GET /sessions/<id> with a Bearer token, GET /health).")
     p.add_argument("--bootstrap", help="Kafka bootstrap servers (default: $KAFKA_BOOTSTRAP_SERVERS or the embedded "
                                        "broker from `make broker-start`)")
-    p.add_argument("--topic", default="money-sessions", help="the sessions topic (default money-sessions)")
+    p.add_argument("--topic", help="the sessions topic (default: the one a registered job's LOOKUP names)")
     p.add_argument("--port", type=whole, help=f"port (default ${PORT_ENV} or {DEFAULT_PORT}; 0 = a free one)")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; 0.0.0.0 only inside "
                                                        "a container, whose published port is bound to 127.0.0.1)")
@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     injected = (f"; injected faults: latency {args.latency_ms} ms, fail-first {args.fail_first}, "
                 f"error rate {args.error_rate} (seed {args.seed})"
                 if args.latency_ms or args.fail_first or args.error_rate else "")
-    print(f"lookup: serving sessions of {args.topic} from {bootstrap} at {service.url} (bound to {args.host}); "
+    print(f"lookup: serving sessions of {service.store.topic} from {bootstrap} at {service.url} (bound to {args.host}); "
           f"{token}{injected}", flush=True)
     try:
         stop.wait()

@@ -1,4 +1,4 @@
-"""The lookup client the money-enrichment job calls from Spark Python workers (mapInArrow); what a
+"""The lookup client a job with a LOOKUP calls from Spark Python workers (mapInArrow); what a
 call does, and why a late transaction never holds the stream up past the timeout: docs/lookup.md.
 The WHOLE call shares one deadline: each attempt's socket timeout is the time left, and whatever
 is not answered by then gets the timeout reason. Importing it starts nothing; its threads (one
@@ -34,20 +34,20 @@ class LookupSettings:
     def __post_init__(self):
         parts = urlsplit(self.url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"lookup URL {self.url!r} ($MONEY_LOOKUP_URL): give http://host:port, "
+            raise ValueError(f"lookup URL {self.url!r} ($LAB_LOOKUP_URL): give http://host:port, "
                              "e.g. http://127.0.0.1:8090")
         if not self.timeout_s > 0 or self.retries < 0 or self.concurrency < 1:
-            raise ValueError(f"lookup settings: timeout ($MONEY_LOOKUP_TIMEOUT) must be > 0, retries >= 0, "
+            raise ValueError(f"lookup settings: timeout ($LAB_LOOKUP_TIMEOUT) must be > 0, retries >= 0, "
                              f"concurrency >= 1 (got {self})")
 
     @classmethod
     def from_env(cls, env=os.environ) -> "LookupSettings":
-        """MONEY_LOOKUP_URL, LAB_LOOKUP_TOKEN (else the token file), MONEY_LOOKUP_TIMEOUT,
-        MONEY_LOOKUP_RETRIES, MONEY_LOOKUP_CONCURRENCY; a bad value raises ValueError naming it."""
-        url = env.get("MONEY_LOOKUP_URL") or f"http://127.0.0.1:{default_port(env) or 8090}"
-        timeout_ms = duration_ms(env.get("MONEY_LOOKUP_TIMEOUT") or "2 seconds", "MONEY_LOOKUP_TIMEOUT")
-        return cls(url, configured_token(env), timeout_ms / 1000, _int(env, "MONEY_LOOKUP_RETRIES", 2, 0),
-                   _int(env, "MONEY_LOOKUP_CONCURRENCY", 8, 1))
+        """LAB_LOOKUP_URL, LAB_LOOKUP_TOKEN (else the token file), LAB_LOOKUP_TIMEOUT,
+        LAB_LOOKUP_RETRIES, LAB_LOOKUP_CONCURRENCY; a bad value raises ValueError naming it."""
+        url = env.get("LAB_LOOKUP_URL") or f"http://127.0.0.1:{default_port(env) or 8090}"
+        timeout_ms = duration_ms(env.get("LAB_LOOKUP_TIMEOUT") or "2 seconds", "LAB_LOOKUP_TIMEOUT")
+        return cls(url, configured_token(env), timeout_ms / 1000, _int(env, "LAB_LOOKUP_RETRIES", 2, 0),
+                   _int(env, "LAB_LOOKUP_CONCURRENCY", 8, 1))
 
 
 def _int(env, name: str, default: int, minimum: int) -> int:

@@ -19,13 +19,22 @@ from joinlab.topics import plain_consumer
 REDISCOVER_S = 2.0  # how often to look for the topic (or new partitions) again
 
 
+def served(topic: str | None = None):
+    """The registered patterns' LOOKUP (joinlab.patterns.Lookup) of `topic`; None: the first one."""
+    from joinlab import patterns  # deferred: the registry imports the jobs, and with them Spark
+    lookups = [lookup for lookup in patterns.lookups().values() if topic in (None, lookup.schema.topic)]
+    if not lookups:
+        raise ValueError(f"no pattern's job asks the lookup service about {topic or 'any topic'}; those asked: "
+                         f"{', '.join(lk.schema.topic for lk in patterns.lookups().values()) or 'none'}")
+    return lookups[0]
+
+
 class SessionStore:
     """session_id -> the first valid session event, filled by a background consumer."""
 
     def __init__(self, bootstrap: str, topic: str | None = None):
-        from joinlab import patterns  # deferred: the registry imports the job, and with it Spark
-        self.schema = patterns.job("money-enrichment").SESSIONS  # the service and the job judge a session alike
-        self.bootstrap, self.topic = bootstrap, topic or self.schema.topic
+        self.lookup = served(topic)  # the service and the job judge a record alike: by the job's schema
+        self.schema, self.bootstrap, self.topic = self.lookup.schema, bootstrap, self.lookup.schema.topic
         self._sessions: dict[str, dict] = {}
         self._positions: dict[int, int] = {}  # partition -> the next offset to consume
         self.invalid = 0  # records skipped as invalid
@@ -112,5 +121,5 @@ class SessionStore:
                 if event is None:
                     self.invalid += 1
                     continue
-                self._sessions.setdefault(event["session_id"], {name: event.get(name) for name in fields})
+                self._sessions.setdefault(event[self.lookup.key], {name: event.get(name) for name in fields})
             self._positions[tp.partition] = max(position, records[-1].offset + 1 if records else 0)

@@ -21,7 +21,7 @@ from joinlab.notebook.feed import Feed
 from joinlab.notebook.peek import frame, topic_ends
 from joinlab.notebook.progress import as_dict, wait_until
 from joinlab.spark import executors, session, stop, ui_url
-from joinlab.status import Watcher, observed, offsets
+from joinlab.status import Watcher, offsets
 from joinlab.topics import NoSuchTopic
 from joinlab.topics import Record as TopicRecord
 from joinlab.topics import create_topics, read_topics, tail
@@ -48,7 +48,7 @@ class Lab:
         self.spark = None
         self.query = None
         self.feed: Feed | None = None
-        self.services = None  # what the job calls (money enrichment: its lookup service), open while it runs
+        self.services = None  # the lookup service the job asks (its LOOKUP), open while it runs
         self.outputs = {t: OUTPUT_PREFIX + t for t in self.job.OUTPUT_TOPICS}  # the pattern's name -> this job's
         self.target: dict | None = None  # the input ends `caught_up` waits for (taken when it is first asked)
 
@@ -158,7 +158,7 @@ class Lab:
         if self.services is None:
             self.services = runner.services(self.job, self.bootstrap)
             self.services.__enter__()
-        self.query = runner.start(spark, observed(self.job), self.bootstrap, self.checkpoint,
+        self.query = runner.start(spark, self.job, self.bootstrap, self.checkpoint, counted=True,
                                   trigger_interval=trigger, max_offsets_per_trigger=max_offsets_per_trigger,
                                   name=self.query_name, solution=solution, output_prefix=OUTPUT_PREFIX)
         print(f"started {self.query_name}: trigger every {trigger}, checkpoint {self.checkpoint}")

@@ -188,14 +188,14 @@ def lookup_env() -> dict[str, str]:
     """What a client of the lookup service needs (JupyterLab gets it): its URL, and its token when
     one is configured (else clients read the token file the service writes)."""
     token = setting("LAB_LOOKUP_TOKEN", "")
-    return {"MONEY_LOOKUP_URL": f"http://{HOST}:{port('lookup')}", **({"LAB_LOOKUP_TOKEN": token} if token else {})}
+    return {"LAB_LOOKUP_URL": f"http://{HOST}:{port('lookup')}", **({"LAB_LOOKUP_TOKEN": token} if token else {})}
 
 
 def start_lookup(bootstrap: str) -> Service:
     env = {**base_env(), **lookup_env()}  # LAB_LOOKUP_TOKEN, .env's too: never in `ps` output
     cmd = [sys.executable, "-m", "joinlab.lookup", "--bootstrap", bootstrap, "--port", str(port("lookup"))]
     where = "$LAB_LOOKUP_TOKEN" if env.get("LAB_LOOKUP_TOKEN") else str(token_file(env))
-    return procs.spawn(LOOKUP, cmd, "joinlab.lookup", env, url=env["MONEY_LOOKUP_URL"], extra={"token_from": where})
+    return procs.spawn(LOOKUP, cmd, "joinlab.lookup", env, url=env["LAB_LOOKUP_URL"], extra={"token_from": where})
 
 
 # What `make up` waits for and `make ps` calls healthy: each service's check, and what it checks.

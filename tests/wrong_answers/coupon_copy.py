@@ -4,7 +4,7 @@ old value and stored nothing), so one coupon buys any number of clicks. Decides 
 from pyspark.sql.streaming import StatefulProcessor
 
 from jobs.lottery.rules import BOUGHT, INACTIVE, NO_COUPON, NON_POSITIVE, STARTED
-from jobs.lottery.given import ENTRY, EVENT, LOTTERY, PASS, USER, entity_key, flow, reject
+from jobs.lottery.given import ENTRY, EVENT, LOTTERY, PASS, USER, flow, grouping_key, reject
 
 STORE_THE_DECREMENT = False
 FIELDS = ("event_id", "type", "t_us", "lottery_id", "user_id", "amount")
@@ -20,7 +20,7 @@ class LotteryGate(StatefulProcessor):
             event = {name: getattr(row, name) for name in FIELDS}
             if row.type == STARTED:
                 self.started.update((row.t_us,))
-            elif entity_key(key)[0] == USER or self.started.exists():
+            elif grouping_key(key)[0] == USER or self.started.exists():
                 yield flow(EVENT, USER, row.user_id, watermark, **event)
             else:
                 yield reject(event, INACTIVE, watermark)
@@ -36,7 +36,7 @@ class Coupons(StatefulProcessor):
     def handleInputRows(self, key, rows, timerValues):
         watermark = timerValues.getCurrentWatermarkInMs()
         for row in rows:
-            if entity_key(key)[0] == PASS:
+            if grouping_key(key)[0] == PASS:
                 yield row
                 continue
             event = {name: getattr(row, name) for name in FIELDS}

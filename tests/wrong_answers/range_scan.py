@@ -5,7 +5,7 @@ Stage 1 and the rest of stage 2 are right; set RANGE_SCAN = False and it passes.
 from pyspark.sql import Row
 from pyspark.sql.streaming import StatefulProcessor
 
-from jobs.car_pollution.job import ADD, DEL, READING, op_row
+from jobs.car_pollution.given import ADD, DEL, READING, op_row
 
 RANGE_SCAN = True
 

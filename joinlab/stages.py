@@ -1,0 +1,49 @@
+"""A pattern's chain of keyed transformWithState stages, declared once (its job module's STAGES).
+`chain` runs the declaration in Spark; joinlab.in_memory.Chain runs the same declaration through
+pyspark's TwsTester, with no Spark session.
+
+    STAGES = [Stage("gate", "LotteryGate", ("entity", "entity_id"), FLOW, event_time=True, out_time=True),
+              Stage("draw", Draw, ("entity", "entity_id"), FLOW, event_time=True, make=lambda c: (c.seed,))]
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any, Callable
+
+from pyspark.sql import DataFrame
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str                 # how tests and tools refer to it (the in-memory chain's attribute)
+    processor: str | type     # a class the solution module defines (a PROCESSORS name), or a given class
+    key: tuple[str, ...]      # its grouping columns
+    output: str               # the DDL of the rows it emits
+    event_time: bool = False  # timeMode EventTime: its timers fire as the watermark passes them
+    out_time: bool = False    # its rows' out_time column carries the event time (and the watermark) on
+    initial: bool = False     # it takes the query's initial state
+    make: Callable[[Any], tuple] = lambda settings: ()  # the processor's arguments, from the job's settings
+
+    def processor_of(self, solution: ModuleType, settings: Any):
+        """A new processor object: the solution's class of that name (or the given class), with its arguments."""
+        cls = getattr(solution, self.processor) if isinstance(self.processor, str) else self.processor
+        return cls(*self.make(settings))
+
+
+def processors(stages: list[Stage]) -> tuple[str, ...]:
+    """The classes a solution module must define: the stages' processors named by a string."""
+    return tuple(s.processor for s in stages if isinstance(s.processor, str))
+
+
+def chain(rows: DataFrame, stages: list[Stage], solution: ModuleType, settings: Any = None,
+          initial: DataFrame | None = None) -> DataFrame:
+    """`rows` through every stage in order: each grouped by its key, its output the next one's input."""
+    for stage in stages:
+        options = {"eventTimeColumnName": "out_time"} if stage.out_time else {}
+        if stage.initial and initial is not None:
+            options["initialState"] = initial.groupBy(*stage.key)
+        rows = rows.groupBy(*stage.key).transformWithState(
+            stage.processor_of(solution, settings), stage.output, "Append",
+            "EventTime" if stage.event_time else "None", **options)
+    return rows

@@ -1,0 +1,89 @@
+"""Every registered pattern fulfils the contract (joinlab.patterns.Job and Reference) and has all
+its parts: what docs/adding-a-pattern.md tells a pattern's author to write. Pure: no Spark session,
+no broker; the parts' own tests run them."""
+import importlib
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from joinlab import patterns, solutions
+from joinlab import in_memory
+from joinlab.interview import exercise, prompt_text
+from joinlab.stages import Stage, processors
+
+ROOT = Path(__file__).resolve().parents[1]
+PATTERNS = list(patterns.PATTERNS)
+
+
+def parts(pattern: str) -> dict[str, Path]:
+    """The files a pattern needs besides its modules, by what they are."""
+    m = patterns.module_name(pattern)
+    return {"spec page": ROOT / "jobs" / m / "README.md", "row contract": ROOT / "jobs" / m / "given.py",
+            "exercise stub": ROOT / "exercises" / f"{m}.py", "notebook": ROOT / "notebooks" / f"{m}.ipynb",
+            "interview notebook": ROOT / "notebooks" / f"interview_{m}.ipynb",
+            "integration tests": ROOT / "tests" / f"test_{m}.py", "unit tests": ROOT / "tests" / f"test_{m}_unit.py"}
+
+
+def test_the_registry_holds_the_patterns_simplest_first():
+    assert PATTERNS[:4] == ["tweet-views", "car-pollution", "lottery", "money-enrichment"]
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_the_job_module_fulfils_the_contract(pattern):
+    job = patterns.job(pattern)
+    assert isinstance(job, patterns.Job), [n for n in patterns.Job.__protocol_attrs__ if not hasattr(job, n)]
+    assert job.DEAD_LETTERS_TOPIC in job.OUTPUT_TOPICS and not set(job.INPUT_TOPICS) & set(job.OUTPUT_TOPICS)
+    assert job.STAGES and all(isinstance(s, Stage) for s in job.STAGES)
+    assert len({s.name for s in job.STAGES}) == len(job.STAGES), "stage names are attributes of InMemory: unique"
+    assert job.PROCESSORS == processors(job.STAGES) and job.PROCESSORS, "a candidate writes at least one stage"
+    solutions.of(job.SOLUTION, job.PROCESSORS)  # the lab's solution defines every processor
+    if job.GIVEN:
+        importlib.import_module(job.GIVEN)
+    assert isinstance(job.INTERVIEW, patterns.Interview) and isinstance(job.SETTINGS, tuple)
+    assert job.LOOKUP is None or job.LOOKUP.schema.topic in job.INPUT_TOPICS
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_its_in_memory_chain_is_its_stages(pattern):
+    job = patterns.job(pattern)
+    assert issubclass(job.InMemory, in_memory.Chain)
+    pipeline = job.InMemory()
+    assert [type(getattr(pipeline, s.name)) for s in job.STAGES] == [in_memory.Tester] * len(job.STAGES)
+    assert pipeline.stages == job.STAGES  # one declaration: the in-memory chain runs the query's stages
+    assert pipeline.views(pipeline.run([pipeline.rows([])])) == {}
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_its_generator_and_reference_are_there(pattern):
+    generator = patterns.generator(pattern)
+    assert callable(generator.generate) and callable(generator.main)
+    reference = patterns.reference(pattern)
+    assert isinstance(reference, patterns.Reference), [n for n in patterns.Reference.__protocol_attrs__
+                                                       if not hasattr(reference, n)]
+    assert reference.expected([]) == {} and reference.final_watermark_ms([]) is None
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_its_files_are_there(pattern):
+    missing = [what for what, path in parts(pattern).items() if not path.is_file()]
+    assert not missing, f"{pattern} has no {', '.join(missing)}"
+    prompt_text(parts(pattern)["spec page"])  # the solution marker, exactly once
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_its_exercise_has_a_stub_and_scenarios(pattern):
+    ex = exercise(pattern)
+    stub = ex.stub().read_text()
+    assert all(re.search(rf"^class {name}\b", stub, re.M) for name in ex.writes), ex.writes
+    for directory in (ex.scenarios(), ex.hidden()):
+        scenarios = sorted(directory.glob("*.json"))
+        assert scenarios, f"no scenarios in {directory}"
+        assert all({"name", "says", "batches", "expect"} <= json.loads(s.read_text()).keys() for s in scenarios)
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_the_stacks_run_its_generator(pattern):
+    compose = (ROOT / "docker-compose.yml").read_text()
+    assert f"  gen-{pattern}:\n" in compose, f"docker-compose.yml has no gen-{pattern} service"
