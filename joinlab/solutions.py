@@ -20,13 +20,13 @@ class SolutionError(Exception):
 
 def of(default: str, processors: tuple[str, ...], given: ModuleType | None = None) -> ModuleType:
     """`given`, or else the module named `default` (a job's SOLUTION), checked to define every
-    class named in `processors` (a job's PROCESSORS)."""
+    name in `processors` (a job's PROCESSORS: its stages' processor classes, and any other part)."""
     module = given if given is not None else importlib.import_module(default)
-    missing = [name for name in processors if not isinstance(getattr(module, name, None), type)]
+    missing = [name for name in processors if getattr(module, name, None) is None]
     if missing:
         where = getattr(module, "__file__", None) or module.__name__
         raise SolutionError(f"{where} defines no {' and no '.join(missing)}: the job needs "
-                            f"{', '.join(processors)} (classes, subclasses of StatefulProcessor)")
+                            f"{', '.join(processors)} (its processors: subclasses of StatefulProcessor)")
     return module
 
 
