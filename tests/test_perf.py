@@ -66,3 +66,15 @@ def test_the_changed_only_study_processor_keeps_the_same_last_views_as_the_lab_s
         rows = pipeline.rows(records)
         last.append(pipeline.views(pipeline.run([rows[i:i + 50] for i in range(0, len(rows), 50)])))
     assert last[0] == last[1] and len(last[0]) > 100
+
+
+def test_the_plans_study_writes_each_pattern_s_plan_without_run_specific_ids(spark, tmp_path):
+    import re
+
+    from joinlab import patterns
+    from perf import plans
+    assert plans.main([str(tmp_path)]) == 0
+    for pattern in patterns.PATTERNS:
+        plan = (tmp_path / f"{pattern}.plan").read_text()
+        assert "TransformWithState" in plan or "Join" in plan, pattern
+        assert not re.search(r"#\d|[0-9a-f]{8}-[0-9a-f]{4}-", plan), "ids that differ from run to run"
