@@ -16,7 +16,6 @@ from datetime import datetime, timezone
 from pyspark.sql import Row
 
 
-
 class Flow:
     """Rows of the shape `ddl` ('name type, ...'), whose first two columns are the entity and its id."""
 
