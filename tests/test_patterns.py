@@ -27,7 +27,14 @@ def parts(pattern: str) -> dict[str, Path]:
 
 
 def test_the_registry_holds_the_patterns_simplest_first():
-    assert PATTERNS[:4] == ["tweet-views", "car-pollution", "lottery", "money-enrichment"]
+    four = ["tweet-views", "car-pollution", "lottery", "money-enrichment"]
+    assert [p for p in PATTERNS if p in four] == four  # a new pattern goes in its place among them
+
+
+def test_no_two_patterns_share_a_topic_or_a_setting():
+    for what, names in [("topics", [t for p in PATTERNS for t in patterns.all_topics(p)]),
+                        ("settings", [n for p in PATTERNS for n in patterns.job(p).SETTINGS])]:
+        assert len(names) == len(set(names)), f"{what}: {sorted(n for n in set(names) if names.count(n) > 1)}"
 
 
 @pytest.mark.parametrize("pattern", PATTERNS)
