@@ -26,6 +26,13 @@ def parts(pattern: str) -> dict[str, Path]:
             "integration tests": ROOT / "tests" / f"test_{m}.py", "unit tests": ROOT / "tests" / f"test_{m}_unit.py"}
 
 
+def missing(module, protocol) -> list[str]:
+    """The names of `protocol` (its annotated attributes and its methods) that `module` lacks."""
+    names = [*vars(protocol).get("__annotations__", {}), *(n for n, v in vars(protocol).items()
+                                                          if callable(v) and not n.startswith("_"))]
+    return [name for name in names if not hasattr(module, name)]
+
+
 def test_the_registry_holds_the_patterns_simplest_first():
     four = ["tweet-views", "car-pollution", "lottery", "money-enrichment"]
     assert [p for p in PATTERNS if p in four] == four  # a new pattern goes in its place among them
@@ -40,7 +47,7 @@ def test_no_two_patterns_share_a_topic_or_a_setting():
 @pytest.mark.parametrize("pattern", PATTERNS)
 def test_the_job_module_fulfils_the_contract(pattern):
     job = patterns.job(pattern)
-    assert isinstance(job, patterns.Job), [n for n in patterns.Job.__protocol_attrs__ if not hasattr(job, n)]
+    assert isinstance(job, patterns.Job), f"{pattern}'s job module has no {missing(job, patterns.Job)}"
     assert job.DEAD_LETTERS_TOPIC in job.OUTPUT_TOPICS and not set(job.INPUT_TOPICS) & set(job.OUTPUT_TOPICS)
     assert all(isinstance(s, Stage) for s in job.STAGES)  # none for a query without transformWithState
     assert len({s.name for s in job.STAGES}) == len(job.STAGES), "stage names are attributes of InMemory: unique"
@@ -67,8 +74,7 @@ def test_its_generator_and_reference_are_there(pattern):
     generator = patterns.generator(pattern)
     assert callable(generator.generate) and callable(generator.main)
     reference = patterns.reference(pattern)
-    assert isinstance(reference, patterns.Reference), [n for n in patterns.Reference.__protocol_attrs__
-                                                       if not hasattr(reference, n)]
+    assert isinstance(reference, patterns.Reference), f"its reference has no {missing(reference, patterns.Reference)}"
     assert reference.expected([]) == {} and reference.final_watermark_ms([]) is None
 
 
