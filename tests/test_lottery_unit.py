@@ -16,6 +16,7 @@ from jobs.lottery.job import event_row as stage_row
 from jobs.lottery.rules import (ALREADY_STARTED, BOUGHT, CLICKED, INACTIVE, LATE, NO_COUPON, NON_POSITIVE, STARTED,
                                 Settings, draw, settings)
 from jobs.lottery.given import LOTTERY, REJECTION, USER, WINNER
+from joinlab.in_memory import timers
 from joinlab.config import duration_ms
 from joinlab.events import micros, moment, validate
 from joinlab.generate import Disorder, Record, arrive_first
@@ -289,19 +290,15 @@ def test_an_identical_replayed_outcome_is_harmless_and_a_different_one_is_a_mism
 
 # --- State and its bounds ---------------------------------------------------------------------------
 
-def _timers(tester, key) -> list[int]:
-    return list(tester.handle._timers.listTimers(key))
-
-
 def test_each_key_has_one_timer_at_its_earliest_pending_event_and_state_empties_as_the_watermark_passes():
     p = Pipeline()
     p.batch([start("s", 1, 0.0), buy("b", 5, 3, 0.5)] + [click(f"c{i}", 5, 1, 1.0 + i) for i in range(3)])
-    assert _timers(p.gate, (LOTTERY, 1)) == [ms(0.0)]  # five events held, one timer (not one per event)
+    assert timers(p.gate, (LOTTERY, 1)) == [ms(0.0)]  # five events held, one timer (not one per event)
     p.batch([start("clock", 2, 100.0)])
     p.batch([])  # the watermark passes them all
     assert p.gate.peekValueState("pending", (LOTTERY, 1))[1] == []  # every held event decided
-    assert p.coupons.peekValueState("pending", (USER, 5)) is None and _timers(p.coupons, (USER, 5)) == []
-    assert p.draw.peekValueState("entries", (LOTTERY, 1)) is None and _timers(p.draw, (LOTTERY, 1)) == []
+    assert p.coupons.peekValueState("pending", (USER, 5)) is None and timers(p.coupons, (USER, 5)) == []
+    assert p.draw.peekValueState("entries", (LOTTERY, 1)) is None and timers(p.draw, (LOTTERY, 1)) == []
 
 
 def test_seen_ids_are_forgotten_once_the_watermark_passes_them_by_the_horizon_and_a_later_resend_is_late():
