@@ -169,8 +169,7 @@ def start_broker(port: int | None = None, log_path: Path | None = None, detach: 
                 last_problem = (f"it exited with code {proc.returncode} (port {chosen} or {chosen_controller} taken?)")
                 break
             if answers_as(f"{HOST}:{chosen}", cluster_id, timeout_s=1.0):
-                return proc, BrokerInfo(proc.pid, chosen, chosen_controller, cluster_id, str(log_path),
-                                        str(data_dir))
+                return proc, BrokerInfo(proc.pid, chosen, chosen_controller, cluster_id, str(log_path), str(data_dir))
             time.sleep(0.1)
         else:
             stop_process(proc.pid)

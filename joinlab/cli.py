@@ -55,11 +55,6 @@ def cmd_topics(args) -> int:
     return 0
 
 
-def cmd_generate(args) -> int:
-    patterns.generator(args.pattern).main(args.rest)
-    return 0
-
-
 def cmd_run(args) -> int:
     from joinlab import job as runner
     from joinlab.spark import executors, session, ui_url
@@ -160,10 +155,6 @@ def cmd_demo(args) -> int:
     return 1 if failed else 0
 
 
-def cmd_compare(args) -> int:
-    return patterns.alternatives(args.pattern).main(args.rest)
-
-
 def cmd_lab(args) -> int:
     from joinlab.stack import lab
     from joinlab.stack.procs import StackError
@@ -193,8 +184,8 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--port", type=int, help="listen on this port (default: a free one)")
     b.set_defaults(func=cmd_broker)
 
-    t = sub.add_parser("topics", help="create, list or tail topics (on $KAFKA_BOOTSTRAP_SERVERS or the "
-                                      "embedded broker)")
+    t = sub.add_parser("topics",
+                       help="create, list or tail topics (on $KAFKA_BOOTSTRAP_SERVERS or the embedded broker)")
     t_sub = t.add_subparsers(dest="action", required=True)
     tc = t_sub.add_parser("create", help="create the topics of the given patterns (default: all)")
     tc.add_argument("patterns", nargs="*", metavar="PATTERN", help=f"one of: {', '.join(names)}")
@@ -213,7 +204,7 @@ def parser() -> argparse.ArgumentParser:
                        epilog="`joinlab generate PATTERN --help` lists the generator's flags.")
     g.add_argument("pattern", choices=names)
     g.add_argument("rest", nargs=argparse.REMAINDER, help="the generator's flags")
-    g.set_defaults(func=cmd_generate)
+    g.set_defaults(func=lambda args: patterns.generator(args.pattern).main(args.rest) or 0)
 
     r = sub.add_parser("run", help="run a pattern's job on live topics")
     r.add_argument("pattern", choices=names)
@@ -224,8 +215,8 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--fail-on-data-loss", choices=["true", "false"], default="true",
                    help="stop when the checkpoint's offsets are gone from the broker (default true); false "
                         "carries on from the records that exist")
-    r.add_argument("--solution", metavar="FILE", help="run the processors of this file (e.g. your "
-                                                      "exercises/PATTERN.py) instead of the lab's own")
+    r.add_argument("--solution", metavar="FILE",
+                   help="run the processors of this file (e.g. your exercises/PATTERN.py) instead of the lab's own")
     shown = r.add_mutually_exclusive_group()
     shown.add_argument("--quiet", action="store_true", help="no line per micro-batch")
     shown.add_argument("--json", action="store_true", help="one JSON object per micro-batch (for scripts)")
@@ -280,7 +271,7 @@ def parser() -> argparse.ArgumentParser:
                        epilog="`joinlab compare PATTERN --help` lists the comparison's flags.")
     c.add_argument("pattern", choices=patterns.with_alternatives())
     c.add_argument("rest", nargs=argparse.REMAINDER, help="the comparison's flags")
-    c.set_defaults(func=cmd_compare)
+    c.set_defaults(func=lambda args: patterns.alternatives(args.pattern).main(args.rest))
 
     from joinlab.interview.cli import add_parser as add_interview
     add_interview(sub)

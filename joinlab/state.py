@@ -101,8 +101,7 @@ def describe(spark, checkpoint: str, limit: int = 10, only: list[str] | None = N
         if only and var["name"] not in only:
             continue
         rows = read(spark, checkpoint, var["name"], int(op))
-        lines.append(f"operator {op} ({name}), {var['name']} ({var['type']}): {len(rows)} rows "
-                     f"as of batch {batch}")
+        lines.append(f"operator {op} ({name}), {var['name']} ({var['type']}): {len(rows)} rows as of batch {batch}")
         if len(rows):
             lines += ["  " + line for line in rows.head(limit).to_string(index=False).splitlines()]
             if len(rows) > limit:

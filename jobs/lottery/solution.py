@@ -99,8 +99,7 @@ class _PendingUntilWatermark(StatefulProcessor):
         value = self.pending.get(key, timerValues, expiredTimerInfo)
         ready = sorted((e for e in value.events if e.t_us <= watermark * 1000),
                        key=lambda e: order_key(e.t_us, e.type, e.event_id))
-        value = self.expire(value._replace(events=[e for e in value.events if e.t_us > watermark * 1000]),
-                             watermark)
+        value = self.expire(value._replace(events=[e for e in value.events if e.t_us > watermark * 1000]), watermark)
         out = list(self.decide(key, [e._asdict() for e in ready], watermark))
         self.store(key, value)
         return iter(out)

@@ -182,8 +182,7 @@ class InMemory(Chain):
     def _lookup(self, ids):
         self.lookups += ids
         known = self.sessions
-        return {i: LookupResult(known.get(i), None if i in known else "session not found (HTTP 404)", 1)
-                for i in ids}
+        return {i: LookupResult(known.get(i), None if i in known else "session not found (HTTP 404)", 1) for i in ids}
 
     def _read_sessions(self, rows: list[Row]) -> None:
         """What the lookup service has read off the sessions topic by this batch (first one wins)."""

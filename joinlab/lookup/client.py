@@ -95,10 +95,8 @@ def _timeout_reason(settings: LookupSettings, attempts: int) -> str:
     return f"lookup timed out after {settings.timeout_s:.1f} s ({attempts} attempt{'' if attempts == 1 else 's'})"
 
 
-def _worker(todo: deque, results: dict, lock: threading.Lock, settings: LookupSettings,
-            deadline: float) -> None:
-    """Take ids until none is left, on one keep-alive connection (after close() the next request
-    opens it again)."""
+def _worker(todo: deque, results: dict, lock: threading.Lock, settings: LookupSettings, deadline: float) -> None:
+    """Take ids until none is left, on one keep-alive connection (after close() the next request opens it again)."""
     parts = urlsplit(settings.url)
     kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
     connection = kind(parts.hostname, parts.port)
@@ -141,8 +139,7 @@ def _lookup_one(connection: http.client.HTTPConnection, session_id: str, setting
 
 def _attempt(connection: http.client.HTTPConnection, session_id: str, settings: LookupSettings, timeout_s: float,
              attempt: int) -> LookupResult:
-    """One request, given only the time left. Returns the final result, raises _Retry (retryable)
-    or TimeoutError."""
+    """One request, given only the time left. Returns the final result, raises _Retry (retryable) or TimeoutError."""
     connection.timeout = timeout_s  # when it connects
     if connection.sock is not None:
         connection.sock.settimeout(timeout_s)

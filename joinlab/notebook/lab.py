@@ -137,8 +137,7 @@ class Lab:
     def start_spark(self):
         """The lab's Spark session (RocksDB state store), kept for the rest of the notebook."""
         os.environ.setdefault("LAB_SPARK_LOG_LEVEL", "ERROR")  # keep WARN lines out of the cells
-        self.spark = session(f"notebook-{self.pattern}",
-                             **{"spark.sql.streaming.numRecentProgressUpdates": "1000"})
+        self.spark = session(f"notebook-{self.pattern}", **{"spark.sql.streaming.numRecentProgressUpdates": "1000"})
         if ui_url(self.spark):
             print(f"Spark UI {ui_url(self.spark)} (Structured Streaming tab: rates, durations, state, watermark)")
         return self.spark
@@ -300,5 +299,4 @@ class Lab:
         if self.spark is not None:
             stop(self.spark)
             self.spark = None
-        print(f"stopped: generator {self.feed!r}, query active: "
-              f"{bool(self.query and self.query.isActive)}")
+        print(f"stopped: generator {self.feed!r}, query active: {bool(self.query and self.query.isActive)}")

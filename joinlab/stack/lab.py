@@ -103,12 +103,10 @@ def summary(bootstrap: str, master: Service, worker: Service, jupyter: Service, 
     print(f"  Session lookup    {lookup.url}   token from {lookup.extra['token_from']}")
     print(f"  Spark UI of a job http://{settings.HOST}:4040   (each job and notebook prints its own: "
           "the next takes 4041, ...)")
-    print(f"Run a job on the master:  {lab} run {pattern}   "
-          f"(jobs and notebooks use {master.url} while it runs;")
+    print(f"Run a job on the master:  {lab} run {pattern}   (jobs and notebooks use {master.url} while it runs;")
     print("                          SPARK_MASTER=local[*] runs one in-process instead)")
     print(f"Events at a rate:         {lab} lab generate {pattern} --rate 50")
-    print("`make ps` lists the services, `make logs SERVICE=spark-worker` follows a log, "
-          "`make down` stops all.")
+    print("`make ps` lists the services, `make logs SERVICE=spark-worker` follows a log, `make down` stops all.")
 
 
 def generate(pattern: str, rate: float | None = None, count: int | None = None, duration: float | None = None,
@@ -201,8 +199,7 @@ def ps() -> int:
 
 def logs(service: str | None = None, lines: int = 50, follow: bool = True) -> int:
     if marker() == "compose":
-        return _compose(["logs", "--tail", str(lines), *(["-f"] if follow else []),
-                         *([service] if service else [])])
+        return _compose(["logs", "--tail", str(lines), *(["-f"] if follow else []), *([service] if service else [])])
     broker_log = lab_home() / "broker.log"  # the background broker's (joinlab.broker.start_background)
     files = {p.stem: p for p in [broker_log, *sorted(procs.logs_dir().glob("*.log"))] if p.exists()}
     if service and service not in files:

@@ -68,8 +68,7 @@ def master_state(ui_url: str) -> dict:
 
 
 def wait_healthy(service: Service, timeout_s: float) -> None:
-    """Poll the service's health check until true; fail early if the process exits, late with the
-    log's last lines."""
+    """Poll the service's health check until true; fail early if the process exits, late with the log's last lines."""
     check, what = HEALTH[service.name]
     deadline = time.monotonic() + timeout_s
     while not check(service):
@@ -103,10 +102,8 @@ def start_master() -> Service:
     env["SPARK_MASTER_OPTS"] = " ".join([
         env.get("SPARK_MASTER_OPTS", ""), "-Dspark.master.rest.enabled=false", "-Dspark.port.maxRetries=0",
         f"-Dspark.deploy.defaultCores={setting('LAB_SPARK_APP_CORES', str(max(1, cores() // 2)))}"]).strip()
-    cmd = [f"{spark_home()}/bin/spark-class", MASTER_CLASS, "--host", HOST, "--port", str(rpc),
-           "--webui-port", str(ui)]
-    return procs.spawn(MASTER, cmd, MASTER_CLASS, env, url=f"spark://{HOST}:{rpc}",
-                       extra={"ui": f"http://{HOST}:{ui}"})
+    cmd = [f"{spark_home()}/bin/spark-class", MASTER_CLASS, "--host", HOST, "--port", str(rpc), "--webui-port", str(ui)]
+    return procs.spawn(MASTER, cmd, MASTER_CLASS, env, url=f"spark://{HOST}:{rpc}", extra={"ui": f"http://{HOST}:{ui}"})
 
 
 def cores() -> int:
