@@ -57,7 +57,7 @@ def cmd_topics(args) -> int:
 
 def cmd_run(args) -> int:
     from joinlab import job as runner
-    from joinlab.spark import executors, session, ui_url
+    from joinlab.spark import executors, session
     from joinlab.status import follow
     from joinlab.topics import create_topics
     command = f"joinlab run {args.pattern}"  # job errors say `joinlab run PATTERN`: this pattern's in its place
@@ -83,7 +83,7 @@ def cmd_run(args) -> int:
         except runner.CheckpointError as exc:
             print(f"{command}: {str(exc).replace('joinlab run PATTERN', command)}", file=sys.stderr)
             return 1
-        ui = ui_url(spark)
+        ui = spark.sparkContext.uiWebUrl  # None when the UI is off
         print(f"{args.pattern}: running, checkpoint {checkpoint}" + ("" if args.available_now else " (Ctrl-C stops)")
               + (f"\n{args.pattern}: Spark UI {ui} (Structured Streaming tab: rates, durations, state, watermark)"
                  if ui else ""), file=sys.stderr)

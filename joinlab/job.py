@@ -1,11 +1,5 @@
-"""Running a pattern's job: the same read -> build -> write for every pattern.
-
-What this module reads of a job module (joinlab.patterns.Job): INPUT_TOPICS, `build(raw,
-solution=None) -> DataFrame(topic, key, value)`, where `solution` is the module its processors
-come from (joinlab.solutions; None: the lab's own), SOLUTION/PROCESSORS and GIVEN (the state
-layouts it checks), SPARK_CONF (settings its queries start with) and LOOKUP (the lookup service
-it asks, made reachable). This module owns the I/O, checkpoint and trigger.
-"""
+"""Running a pattern's job (joinlab.patterns.Job): the same read -> build -> write for every pattern.
+This module owns the I/O, checkpoint and trigger; the job owns what happens in between."""
 from __future__ import annotations
 
 import contextlib

@@ -128,11 +128,6 @@ def ui_enabled() -> bool:
     return os.environ.get("LAB_SPARK_UI", "true").strip().lower() not in ("false", "0", "no", "off")
 
 
-def ui_url(spark: SparkSession) -> str | None:
-    """The driver's web UI, None when it is off."""
-    return spark.sparkContext.uiWebUrl
-
-
 def connector_conf() -> dict[str, str]:
     """The session settings that put Spark's Kafka connector on its classpath (none where it is
     already in PySpark's jars folder); JarsError naming `make install` when it is nowhere."""

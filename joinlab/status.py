@@ -2,9 +2,10 @@
 
 Every number comes from the batch's StreamingQueryProgress, so watching costs the job nothing.
 Records in per topic are the source's end minus start offsets, not numInputRows: that counts a
-source once per scan (a plan with two branches over a source may scan it twice) and sums its topics. Records out per topic, dead letters among them, are counted by Spark's `observe`
-(`counted`) as the rows pass on to the sink, in the same scan: the sink's own
-`numOutputRows` sums all topics, and is -1 for the Python sink.
+source once per scan (a plan with two branches over a source may scan it twice) and sums its
+topics. Records out per topic, dead letters among them, are counted by Spark's `observe`
+(`counted`) as the rows pass on to the sink, in the same scan: the sink's own `numOutputRows`
+sums all topics, and is -1 for the Python sink.
 """
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""Is the job's output right? Its last record per key, compared with the batch reference.
-
-A reference module (joinlab.patterns.Reference) gives `expected(input records)`, `actual(output
-records)` (the last view per key), `version(view)` and `notes(output records)` (lines on how the
-output was made); the comparison itself is the same for every pattern.
-"""
+"""Is the job's output right? Its last record per key, compared with the batch reference
+(joinlab.patterns.Reference); the comparison itself is the same for every pattern."""
 from __future__ import annotations
 
 from collections import Counter

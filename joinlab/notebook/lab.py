@@ -20,7 +20,7 @@ from joinlab.notebook.env import connect, setting
 from joinlab.notebook.feed import Feed
 from joinlab.notebook.peek import frame, topic_ends
 from joinlab.notebook.progress import as_dict, wait_until
-from joinlab.spark import executors, session, stop, ui_url
+from joinlab.spark import executors, session, stop
 from joinlab.status import Watcher, offsets
 from joinlab.topics import NoSuchTopic
 from joinlab.topics import Record as TopicRecord
@@ -138,8 +138,8 @@ class Lab:
         """The lab's Spark session (RocksDB state store), kept for the rest of the notebook."""
         os.environ.setdefault("LAB_SPARK_LOG_LEVEL", "ERROR")  # keep WARN lines out of the cells
         self.spark = session(f"notebook-{self.pattern}", **{"spark.sql.streaming.numRecentProgressUpdates": "1000"})
-        if ui_url(self.spark):
-            print(f"Spark UI {ui_url(self.spark)} (Structured Streaming tab: rates, durations, state, watermark)")
+        if ui := self.spark.sparkContext.uiWebUrl:
+            print(f"Spark UI {ui} (Structured Streaming tab: rates, durations, state, watermark)")
         return self.spark
 
     def start_job(self, trigger: str = "2 seconds", max_offsets_per_trigger: int | None = None, solution=None):
