@@ -1,10 +1,5 @@
-"""Car pollution, the solution's two processors (the wiring: jobs/car_pollution/job.py).
-
-  1. CarMovesProcessor, keyed by car: the car's latest arrival; a move becomes DEL(old zone) +
-     ADD(new zone);
-  2. ZoneCarsProcessor, keyed by zone: the zone's latest reading and its cars (tall: one MapState
-     entry per car, keyed by the native car id); emits a car on ADD, every car of the zone on a
-     new reading, and a DEL (a retraction) when a car leaves.
+"""Car pollution, the solution's two processors (the wiring: jobs/car_pollution/job.py): a car's
+moves keyed by car (CarMovesProcessor), then each zone's reading and cars keyed by zone (ZoneCarsProcessor).
 Stale events (a lower per-entity `seq` than the stored one) are ignored, so the last record per
 car never depends on arrival order. Each key's state is read at most once per micro-batch (every
 state call is a round trip to the JVM). State is bounded by the fleet: one entry per car and one
@@ -69,7 +64,7 @@ class CarMovesProcessor(StatefulProcessor):
 
 
 class ZoneCarsProcessor(StatefulProcessor):
-    """Stage 2, keyed by zone: the latest reading and the cars in the zone (one entry per car).
+    """Stage 2, keyed by zone: the latest reading and the cars in the zone (tall: one MapState entry per car).
     Emits a car's view on ADD (pollution NULL while the zone has no reading: a left join), every
     car of the zone on a newer reading, and a DEL record when a car leaves."""
 
