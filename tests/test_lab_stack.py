@@ -129,6 +129,18 @@ def test_spark_master_prefers_env_then_a_live_native_master(tmp_path, monkeypatc
     assert spark_master() == "local[2]"
 
 
+def test_the_jvm_options_of_the_memory_budget(monkeypatch):
+    """Drivers on a cluster compile with C1 only and keep a small young generation; a local driver,
+    which runs the tasks, does not; every JVM gets 2 malloc arenas unless MALLOC_ARENA_MAX says."""
+    from joinlab import config, spark
+    monkeypatch.delenv("MALLOC_ARENA_MAX", raising=False)
+    assert config.jvm_env({})["MALLOC_ARENA_MAX"] == "2"
+    assert config.jvm_env({"MALLOC_ARENA_MAX": "8"})["MALLOC_ARENA_MAX"] == "8"
+    assert spark.CLUSTER_DRIVER_OPTIONS in spark.driver_java_options("spark://127.0.0.1:7077")
+    assert "TieredStopAtLevel" not in spark.driver_java_options("local[2]")
+    assert spark.memory_conf("spark://127.0.0.1:7077")["spark.executorEnv.MALLOC_ARENA_MAX"] == "2"
+
+
 def test_a_missing_token_is_generated_into_env_file_owner_only(tmp_path, monkeypatch):
     monkeypatch.delenv("JUPYTER_TOKEN", raising=False)
     monkeypatch.setenv("LAB_ENV_FILE", str(tmp_path / ".env"))
