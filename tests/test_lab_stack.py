@@ -385,6 +385,59 @@ def test_a_generator_runs_in_the_background_and_logs(stack):
     assert unknown.returncode == 2 and "spark-master" in unknown.stderr
 
 
+class MemoryWatch:
+    """The lab's memory budget (docs/operations.md#memory): the PSS of every process of the stack,
+    the terminal job and the notebook's kernel (with its driver JVM), summed as perf.memory sums it,
+    sampled every second while the notebook runs; `check()` fails when the largest sum exceeds
+    perf.memory.BUDGET, with the table of that sample."""
+
+    def __init__(self, stack, job_pid: int, kernel_manager):
+        import threading
+        self.stack, self.job_pid, self.km = stack, job_pid, kernel_manager
+        self.peak: dict = {}
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._watch, daemon=True)
+
+    def _extra(self) -> dict[str, int]:
+        extra = {"job": self.job_pid}
+        process = getattr(getattr(self.km, "provisioner", None), "process", None)
+        if process is not None:
+            extra["notebook kernel"] = process.pid
+        return extra
+
+    def _watch(self) -> None:
+        from perf.memory import sample, total
+        while not self.done.wait(1.0):
+            table = sample(self.stack.home, self._extra())
+            if not self.peak or total(table)[1] > total(self.peak)[1]:
+                self.peak = table
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.done.set()
+        self.thread.join(timeout=30)
+
+    def check(self) -> None:
+        from joinlab.spark import CLUSTER_DRIVER_OPTIONS
+        from perf.memory import BUDGET, gib, markdown, total
+        drivers = [p for p in procs.tree([self.job_pid]) if "SparkSubmit" in _cmdline(p)]
+        assert drivers and CLUSTER_DRIVER_OPTIONS in _cmdline(drivers[0]).replace("\0", " "), \
+            "the terminal job's driver JVM runs without the cluster driver's options"
+        environ = Path(f"/proc/{drivers[0]}/environ").read_bytes().split(b"\0")
+        assert b"MALLOC_ARENA_MAX=2" in environ, "the driver JVM runs with glibc's own malloc arenas"
+        assert self.peak, "no sample of the lab's memory was taken"
+        assert any(key.startswith("notebook kernel driver JVM") for key in self.peak), self.peak
+        rss, pss = total(self.peak)
+        table = markdown({"c": self.peak})
+        print(f"\nthe lab's memory with a job, a generator and a notebook (largest sample): PSS {gib(pss)}, "
+              f"RSS {gib(rss)}\n{table}")
+        assert pss <= BUDGET, (f"the lab's memory with a job, a generator and a notebook running: PSS {gib(pss)}, over "
+                               f"the budget of {gib(BUDGET)} (docs/operations.md#memory)\n{table}")
+
+
 @pytest.fixture(scope="class")
 def walk(stack, tmp_path_factory):
     """The workshop page walked on the stack (tests/workshop.py): its jobs stopped at the end."""
@@ -441,11 +494,13 @@ class TestTheWorkshop:
             km = _kernel_manager(tmp_path / "kernels")
             client = NotebookClient(nb, km=km, timeout=900, startup_timeout=120,
                                     resources={"metadata": {"path": str(NOTEBOOKS_DIR)}})
-            try:
-                client.execute(env=env)
-            finally:
-                nbformat.write(nb, tmp_path / "tweet_views.ipynb")
+            with MemoryWatch(stack, walk.tweet_views_job.process.pid, km) as memory_budget:
+                try:
+                    client.execute(env=env)
+                finally:
+                    nbformat.write(nb, tmp_path / "tweet_views.ipynb")
             assert "0 mismatches (OK)" in _text_outputs(nb)
+            memory_budget.check()
             assert ps_states(stack.env)["gen-tweet-views"] == "running", "the generator stopped before the notebook"
             assert walk.tweet_views_job.process.poll() is None
             # `lab ps` shows each service's memory: its whole process tree's (the worker's executors too)
