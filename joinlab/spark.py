@@ -35,10 +35,13 @@ CHECKPOINT_FILES_CONF = {CHECKPOINT_FILES: "org.apache.spark.sql.execution.strea
 # code Spark generates for parsing (joinlab.events) is such a method, so without this every record
 # would be parsed by the interpreter (docs/benchmarks.md). And, for the lab's memory budget
 # (docs/operations.md#memory): a heap that starts small, not at a 64th of the machine's memory,
-# and the serial collector, whose heap grows only as far as the live data needs: after a full
-# collection, to 10-30% free, not 40-70% (a driver's or executor's old generation held 62-68 MiB
-# of live data in 103-127 MiB).
-JVM_OPTIONS = "-XX:-DontCompileHugeMethods -Xms64m -XX:+UseSerialGC -XX:MinHeapFreeRatio=10 -XX:MaxHeapFreeRatio=30"
+# and the serial collector, whose heap grows only as far as the live data needs.
+JVM_OPTIONS = "-XX:-DontCompileHugeMethods -Xms64m -XX:+UseSerialGC"
+# On a cluster (the lab's stacks, whose memory budget counts every JVM), drivers and executors
+# keep their heaps to 10-30% free after a full collection, not 40-70% (their old generations held
+# 62-68 MiB of live data in 103-127 MiB). A local session, which runs the tasks in its driver,
+# keeps the JVM's own ratios (docs/operations.md#memory).
+CLUSTER_JVM_OPTIONS = "-XX:MinHeapFreeRatio=10 -XX:MaxHeapFreeRatio=30"
 # A driver on a cluster plans each micro-batch and watches its tasks; the executors run them. Its
 # JVM compiles with C1 only: no C2 compiler, whose working memory a driver kept (once up to
 # 1 GiB of RSS for a heap of 512 MiB), no profiled code in its code cache (docs/operations.md#memory).
@@ -60,9 +63,10 @@ def memory_conf(master: str) -> dict[str, str]:
 
 
 def driver_java_options(master: str) -> str:
-    """The driver JVM's options: the lab's, and C1 only on a cluster (CLUSTER_DRIVER_OPTIONS)."""
+    """The driver JVM's options: the lab's, and on a cluster its heap ratios and C1 only."""
     local = master.startswith("local")
-    return " ".join([logs.java_options(lab_home()), JVM_OPTIONS, *([] if local else [CLUSTER_DRIVER_OPTIONS])])
+    return " ".join([logs.java_options(lab_home()), JVM_OPTIONS,
+                     *([] if local else [CLUSTER_JVM_OPTIONS, CLUSTER_DRIVER_OPTIONS])])
 
 
 def spark_master() -> str:
@@ -81,8 +85,10 @@ def session(app_name: str = "stream-join-lab", **conf: str) -> SparkSession:
     bind = "127.0.0.1" if driver_host == "127.0.0.1" else "0.0.0.0"
     os.environ.setdefault("SPARK_LOCAL_IP", bind)
     master = spark_master()
-    # The driver JVM (started below, by spark-submit from this environment) with the lab's arenas.
-    os.environ.setdefault("MALLOC_ARENA_MAX", jvm_env()["MALLOC_ARENA_MAX"])
+    if not master.startswith("local"):
+        # The driver JVM on a cluster (started below by spark-submit, from this environment): the
+        # lab's malloc arenas. A local one keeps glibc's own, as its heap ratios stay the JVM's.
+        os.environ.setdefault("MALLOC_ARENA_MAX", jvm_env()["MALLOC_ARENA_MAX"])
     builder = (SparkSession.builder.appName(app_name).master(master)
                .config("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
                .config("spark.sql.shuffle.partitions", str(shuffle_partitions()))
@@ -96,7 +102,8 @@ def session(app_name: str = "stream-join-lab", **conf: str) -> SparkSession:
                .config("spark.sql.chunkBase64String.enabled", "false")
                .config("spark.python.daemon.module", "joinlab.pyworkers")
                .config("spark.driver.extraJavaOptions", driver_java_options(master))
-               .config("spark.executor.extraJavaOptions", f"{logs.java_options(lab_home())} {JVM_OPTIONS}")
+               .config("spark.executor.extraJavaOptions",  # executors run on a cluster only
+                       f"{logs.java_options(lab_home())} {JVM_OPTIONS} {CLUSTER_JVM_OPTIONS}")
                .config(map={**connector_conf(), **conf}))
     starts_jvm = SparkContext._active_spark_context is None
     with logs.filter_stderr() if starts_jvm else contextlib.nullcontext():

@@ -130,14 +130,16 @@ def test_spark_master_prefers_env_then_a_live_native_master(tmp_path, monkeypatc
 
 
 def test_the_jvm_options_of_the_memory_budget(monkeypatch):
-    """Drivers on a cluster compile with C1 only and keep a small young generation; a local driver,
-    which runs the tasks, does not; every JVM gets 2 malloc arenas unless MALLOC_ARENA_MAX says."""
+    """Drivers on a cluster compile with C1 only and keep small heaps; a local driver, which runs
+    the tasks, keeps the JVM's own; the lab's JVMs get 2 malloc arenas unless MALLOC_ARENA_MAX says."""
     from joinlab import config, spark
     monkeypatch.delenv("MALLOC_ARENA_MAX", raising=False)
     assert config.jvm_env({})["MALLOC_ARENA_MAX"] == "2"
     assert config.jvm_env({"MALLOC_ARENA_MAX": "8"})["MALLOC_ARENA_MAX"] == "8"
     assert spark.CLUSTER_DRIVER_OPTIONS in spark.driver_java_options("spark://127.0.0.1:7077")
-    assert "TieredStopAtLevel" not in spark.driver_java_options("local[2]")
+    assert spark.CLUSTER_JVM_OPTIONS in spark.driver_java_options("spark://127.0.0.1:7077")
+    local = spark.driver_java_options("local[2]")
+    assert "TieredStopAtLevel" not in local and "HeapFreeRatio" not in local
     assert spark.memory_conf("spark://127.0.0.1:7077")["spark.executorEnv.MALLOC_ARENA_MAX"] == "2"
 
 
