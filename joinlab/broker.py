@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from joinlab import jars
-from joinlab.config import lab_home
+from joinlab.config import jvm_env, lab_home
 
 HOST = "127.0.0.1"
 # A disk budget per partition, whatever the rate or the hours a generator runs (docs/kafka.md).
@@ -29,7 +29,11 @@ RETENTION = {"log.retention.bytes": str(128 << 20), "log.segment.bytes": str(32 
              "log.retention.hours": "24", "log.retention.check.interval.ms": "60000"}
 # Within the lab's memory budget (docs/operations.md#memory); $KAFKA_HEAP_OPTS overrides it, as for
 # Kafka's own scripts. The serial collector: a heap this small, at the lab's rates, needs no more.
-HEAP = "-Xms64m -Xmx256m"
+HEAP = "-Xms64m -Xmx128m"
+# The log cleaner's buffer of keys for compacted topics (Kafka's own, __consumer_offsets; the lab's
+# topics are not compacted): 16 MiB, not Kafka's 128 MiB, which it allocates on the heap at start
+# (it was most of a 256 MiB heap; with a 128 MiB heap the broker fails to start with it).
+MEMORY = {"log.cleaner.dedupe.buffer.size": str(16 << 20)}
 READY_TIMEOUT_S = 60.0
 
 
@@ -103,6 +107,7 @@ def _properties(data_dir: Path, port: int, controller_port: int) -> str:
         "share.coordinator.state.topic.replication.factor": "1", "share.coordinator.state.topic.min.isr": "1",
         "group.initial.rebalance.delay.ms": "0",
         **RETENTION,
+        **MEMORY,
     }
     return "".join(f"{key}={value}\n" for key, value in settings.items())
 
@@ -147,7 +152,8 @@ def _launch(data_dir: Path, port: int, controller_port: int, log_path: Path,
     with open(log_path, "ab") as log:
         heap = os.environ.get("KAFKA_HEAP_OPTS", HEAP).split()
         proc = subprocess.Popen([*base, *heap, "-XX:+UseSerialGC", "-Djava.awt.headless=true", "kafka.Kafka", str(config)],
-                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=detach)
+                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=detach,
+                                env=jvm_env())
     return proc, cluster_id
 
 

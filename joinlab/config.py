@@ -13,6 +13,16 @@ def lab_home() -> Path:
     return path
 
 
+def jvm_env(env: dict[str, str] | None = None) -> dict[str, str]:
+    """`env` (default: this process's) for a JVM of the lab: at most $MALLOC_ARENA_MAX (default 2)
+    glibc malloc arenas. A JVM's native allocations (its JIT compilers, RocksDB, Netty, threads)
+    otherwise spread over up to 8 arenas per core, each keeping the memory it once held
+    (docs/operations.md#memory); Hadoop's YARN sets the same variable for its containers."""
+    env = dict(os.environ if env is None else env)
+    env.setdefault("MALLOC_ARENA_MAX", "2")
+    return env
+
+
 def topic_partitions() -> int:
     """Partitions for the topics the lab creates ($LAB_TOPIC_PARTITIONS, default 3)."""
     return int(os.environ.get("LAB_TOPIC_PARTITIONS", "3"))

@@ -12,7 +12,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import DataStreamWriter
 
 from joinlab import jars, logs
-from joinlab.config import lab_home, shuffle_partitions
+from joinlab.config import jvm_env, lab_home, shuffle_partitions
 from joinlab.stack.services import running_master_url
 
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
@@ -37,6 +37,15 @@ CHECKPOINT_FILES_CONF = {CHECKPOINT_FILES: "org.apache.spark.sql.execution.strea
 # (docs/operations.md#memory): a heap that starts small, not at a 64th of the machine's memory,
 # and the serial collector, whose heap grows only as far as the live data needs.
 JVM_OPTIONS = "-XX:-DontCompileHugeMethods -Xms64m -XX:+UseSerialGC"
+# On a cluster (the lab's stacks, whose memory budget counts every JVM), drivers and executors
+# keep their heaps to 10-30% free after a full collection, not 40-70% (their old generations held
+# 62-68 MiB of live data in 103-127 MiB). A local session, which runs the tasks in its driver,
+# keeps the JVM's own ratios (docs/operations.md#memory).
+CLUSTER_JVM_OPTIONS = "-XX:MinHeapFreeRatio=10 -XX:MaxHeapFreeRatio=30"
+# A driver on a cluster plans each micro-batch and watches its tasks; the executors run them. Its
+# JVM compiles with C1 only: no C2 compiler, whose working memory a driver kept (once up to
+# 1 GiB of RSS for a heap of 512 MiB), no profiled code in its code cache (docs/operations.md#memory).
+CLUSTER_DRIVER_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:MaxNewSize=32m"
 # A UI store of the last 100 SQL executions, jobs and stages, not 1,000: a micro-batch is one of
 # each, and a long-running driver's heap grew with them (docs/benchmarks.md).
 UI_STORE_CONF = {"spark.sql.ui.retainedExecutions": "100", "spark.ui.retainedJobs": "100",
@@ -46,10 +55,18 @@ UI_STORE_CONF = {"spark.sql.ui.retainedExecutions": "100", "spark.ui.retainedJob
 def memory_conf(master: str) -> dict[str, str]:
     """Heaps within the lab's memory budget (docs/operations.md#memory), unless Spark's own
     variables say otherwise: the least Spark accepts on a cluster, where a driver plans and watches;
-    a local driver runs the tasks too."""
+    a local driver runs the tasks too. Executors get the lab's malloc arenas (joinlab.config.jvm_env)."""
     driver = "1g" if master.startswith("local") else "512m"
     return {"spark.driver.memory": os.environ.get("SPARK_DRIVER_MEMORY", driver),
-            "spark.executor.memory": os.environ.get("SPARK_EXECUTOR_MEMORY", "512m"), **UI_STORE_CONF}
+            "spark.executor.memory": os.environ.get("SPARK_EXECUTOR_MEMORY", "512m"),
+            "spark.executorEnv.MALLOC_ARENA_MAX": jvm_env()["MALLOC_ARENA_MAX"], **UI_STORE_CONF}
+
+
+def driver_java_options(master: str) -> str:
+    """The driver JVM's options: the lab's, and on a cluster its heap ratios and C1 only."""
+    local = master.startswith("local")
+    return " ".join([logs.java_options(lab_home()), JVM_OPTIONS,
+                     *([] if local else [CLUSTER_JVM_OPTIONS, CLUSTER_DRIVER_OPTIONS])])
 
 
 def spark_master() -> str:
@@ -67,8 +84,11 @@ def session(app_name: str = "stream-join-lab", **conf: str) -> SparkSession:
     driver_host = os.environ.get("LAB_DRIVER_HOST", "127.0.0.1")  # a container name in Compose
     bind = "127.0.0.1" if driver_host == "127.0.0.1" else "0.0.0.0"
     os.environ.setdefault("SPARK_LOCAL_IP", bind)
-    java_options = f"{logs.java_options(lab_home())} {JVM_OPTIONS}"
     master = spark_master()
+    if not master.startswith("local"):
+        # The driver JVM on a cluster (started below by spark-submit, from this environment): the
+        # lab's malloc arenas. A local one keeps glibc's own, as its heap ratios stay the JVM's.
+        os.environ.setdefault("MALLOC_ARENA_MAX", jvm_env()["MALLOC_ARENA_MAX"])
     builder = (SparkSession.builder.appName(app_name).master(master)
                .config("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
                .config("spark.sql.shuffle.partitions", str(shuffle_partitions()))
@@ -81,8 +101,9 @@ def session(app_name: str = "stream-join-lab", **conf: str) -> SparkSession:
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.chunkBase64String.enabled", "false")
                .config("spark.python.daemon.module", "joinlab.pyworkers")
-               .config("spark.driver.extraJavaOptions", java_options)
-               .config("spark.executor.extraJavaOptions", java_options)
+               .config("spark.driver.extraJavaOptions", driver_java_options(master))
+               .config("spark.executor.extraJavaOptions",  # executors run on a cluster only
+                       f"{logs.java_options(lab_home())} {JVM_OPTIONS} {CLUSTER_JVM_OPTIONS}")
                .config(map={**connector_conf(), **conf}))
     starts_jvm = SparkContext._active_spark_context is None
     with logs.filter_stderr() if starts_jvm else contextlib.nullcontext():

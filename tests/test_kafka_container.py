@@ -65,6 +65,8 @@ def test_the_stacks_variables_are_the_kafka_settings_the_native_broker_uses():
                 "share.coordinator.state.topic.min.isr"):
         assert props[key] == "1", key  # one node: one replica of every internal topic
     assert {key: props.get(key) for key in RETENTION} == RETENTION
+    from joinlab.broker import MEMORY
+    assert {key: props.get(key) for key in MEMORY} == MEMORY
     from joinlab.broker import HEAP  # the native broker's heap, by default (.env may set another)
     assert "heap.opts" not in props and env["KAFKA_HEAP_OPTS"] == "${KAFKA_HEAP_OPTS:-" + HEAP + "}"
     # The rule itself, on the names it has to escape.

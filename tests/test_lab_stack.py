@@ -129,6 +129,20 @@ def test_spark_master_prefers_env_then_a_live_native_master(tmp_path, monkeypatc
     assert spark_master() == "local[2]"
 
 
+def test_the_jvm_options_of_the_memory_budget(monkeypatch):
+    """Drivers on a cluster compile with C1 only and keep small heaps; a local driver, which runs
+    the tasks, keeps the JVM's own; the lab's JVMs get 2 malloc arenas unless MALLOC_ARENA_MAX says."""
+    from joinlab import config, spark
+    monkeypatch.delenv("MALLOC_ARENA_MAX", raising=False)
+    assert config.jvm_env({})["MALLOC_ARENA_MAX"] == "2"
+    assert config.jvm_env({"MALLOC_ARENA_MAX": "8"})["MALLOC_ARENA_MAX"] == "8"
+    assert spark.CLUSTER_DRIVER_OPTIONS in spark.driver_java_options("spark://127.0.0.1:7077")
+    assert spark.CLUSTER_JVM_OPTIONS in spark.driver_java_options("spark://127.0.0.1:7077")
+    local = spark.driver_java_options("local[2]")
+    assert "TieredStopAtLevel" not in local and "HeapFreeRatio" not in local
+    assert spark.memory_conf("spark://127.0.0.1:7077")["spark.executorEnv.MALLOC_ARENA_MAX"] == "2"
+
+
 def test_a_missing_token_is_generated_into_env_file_owner_only(tmp_path, monkeypatch):
     monkeypatch.delenv("JUPYTER_TOKEN", raising=False)
     monkeypatch.setenv("LAB_ENV_FILE", str(tmp_path / ".env"))
@@ -373,60 +387,100 @@ def test_a_generator_runs_in_the_background_and_logs(stack):
     assert unknown.returncode == 2 and "spark-master" in unknown.stderr
 
 
-def _tweet_ids(stack, topic: str = "tweets") -> set[int]:
-    """The tweet ids of `topic`'s records (the notebook's generator sends malformed ones too)."""
-    from joinlab.topics import read_topics
-    ids = set()
-    for record in read_topics(stack.bootstrap, [topic]):
-        try:
-            ids.add(json.loads(record.value)["tweet_id"])
-        except (ValueError, TypeError, KeyError):
-            continue
-    return ids
+class MemoryWatch:
+    """The lab's memory budget (docs/operations.md#memory): the PSS of every process of the stack,
+    the terminal job and the notebook's kernel (with its driver JVM), summed as perf.memory sums it,
+    sampled every second while the notebook runs; `check()` fails when the largest sum exceeds
+    perf.memory.BUDGET, with the table of that sample."""
 
+    def __init__(self, stack, job_pid: int, kernel_manager):
+        import threading
+        self.stack, self.job_pid, self.km = stack, job_pid, kernel_manager
+        self.peak: dict = {}
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._watch, daemon=True)
 
-def _generate(stack, *args: str) -> None:
-    """`joinlab lab generate tweet-views ARGS`, waited for until it has sent everything."""
-    done = joinlab(stack.env, "lab", "generate", "tweet-views", *args)
-    assert done.returncode == 0, done.stderr
-    wait_for(lambda: ps_states(stack.env).get("gen-tweet-views") == "exited", 120, "the generator to finish")
+    def _extra(self) -> dict[str, int]:
+        extra = {"job": self.job_pid}
+        process = getattr(getattr(self.km, "provisioner", None), "process", None)
+        if process is not None:
+            extra["notebook kernel"] = process.pid
+        return extra
 
+    def _watch(self) -> None:
+        from perf.memory import sample, total
+        while not self.done.wait(1.0):
+            table = sample(self.stack.home, self._extra())
+            if not self.peak or total(table)[1] > total(self.peak)[1]:
+                self.peak = table
 
-STATUS = re.compile(r"^tweet-views batch \d+ \| in users (\d+), tweets (\d+) \| out tweet-views (\d+) \|.*?"
-                    r"(?:\| (\d+) old versions? ignored: records the job already had)?$", re.M)
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.done.set()
+        self.thread.join(timeout=30)
+
+    def check(self) -> None:
+        from joinlab.spark import CLUSTER_DRIVER_OPTIONS
+        from perf.memory import BUDGET, gib, markdown, total
+        drivers = [p for p in procs.tree([self.job_pid]) if "SparkSubmit" in _cmdline(p)]
+        assert drivers and CLUSTER_DRIVER_OPTIONS in _cmdline(drivers[0]).replace("\0", " "), \
+            "the terminal job's driver JVM runs without the cluster driver's options"
+        environ = Path(f"/proc/{drivers[0]}/environ").read_bytes().split(b"\0")
+        assert b"MALLOC_ARENA_MAX=2" in environ, "the driver JVM runs with glibc's own malloc arenas"
+        assert self.peak, "no sample of the lab's memory was taken"
+        assert any(key.startswith("notebook kernel driver JVM") for key in self.peak), self.peak
+        rss, pss = total(self.peak)
+        table = markdown({"c": self.peak})
+        print(f"\nthe lab's memory with a job, a generator and a notebook (largest sample): PSS {gib(pss)}, "
+              f"RSS {gib(rss)}\n{table}")
+        assert pss <= BUDGET, (f"the lab's memory with a job, a generator and a notebook running: PSS {gib(pss)}, over "
+                               f"the budget of {gib(BUDGET)} (docs/operations.md#memory)\n{table}")
 
 
 @pytest.fixture(scope="class")
-def terminal(stack, tmp_path_factory):
-    """`joinlab run tweet-views` as a participant starts it in a terminal, on the stack's master."""
-    folder = tmp_path_factory.mktemp("terminal")
-    log = folder / "run.log"
-    with open(log, "wb") as out:
-        job = subprocess.Popen([sys.executable, "-m", "joinlab", "run", "tweet-views", "--checkpoint",
-                                str(folder / "checkpoint")], env=stack.env, cwd=ROOT, stdout=out,
-                               stderr=subprocess.STDOUT, start_new_session=True)
+def walk(stack, tmp_path_factory):
+    """The workshop page walked on the stack (tests/workshop.py): its jobs stopped at the end."""
+    from tests.workshop import Walk
+    walk = Walk(stack, tmp_path_factory.mktemp("workshop"))
     try:
-        yield SimpleNamespace(process=job, log=log, lines=lambda: STATUS.findall(log.read_text()))
+        yield walk
     finally:
-        from tests.conftest import kill_group
-        kill_group(job)
+        walk.close()
 
 
-def caught_up(stack, terminal) -> bool:
-    """The terminal job's status lines add up to every record on its input topics."""
-    from joinlab.topics import records_on
-    assert terminal.process.poll() is None, terminal.log.read_text()[-3000:]
-    return sum(int(u) + int(t) for u, t, *_ in terminal.lines()) == records_on(stack.bootstrap, ["users", "tweets"])
+def as_on_the_page(walk, *names: str) -> None:
+    """The page's output blocks `names` have the shape of what the walk's run printed."""
+    from tests.workshop import PAGE, blocks, differences
+    page = blocks(PAGE.read_text())
+    problems = differences({n: page[n] for n in names if n in page}, {n: walk.outputs[n] for n in names})
+    assert not problems, ("docs/workshop.md does not show what the run printed (`.venv/bin/python -m "
+                          "tests.workshop` writes the run's outputs into it):\n" + "\n".join(problems))
 
 
-class TestBesideARunningJob:
-    """A workshop room: `joinlab run tweet-views` in a terminal on the stack's master, and beside it a
-    notebook of the same pattern, then generators run again and again (the last with --seed, which
-    mixes a seed's events into the ids other events hold: so it comes last)."""
+class TestTheWorkshop:
+    """The workshop rehearsed (docs/workshop.md, issue 34): its sections in order on the stack, with
+    its commands (generators at its rate, `joinlab run PATTERN --reset` stopped with Ctrl-C, the
+    topics, `joinlab state`), each output the page shows checked against the run's, and the room's
+    cases of its 0:10 part: a notebook beside the running job, generators started again (the last
+    with --seed, which mixes a seed's events into the ids other events hold: so it comes last).
+    `make down`, its wrap-up, is test_down_stops_everything_and_frees_the_ports."""
+
+    @pytest.mark.spark
+    def test_0000_start_the_lab(self, walk):
+        walk.start_the_lab()
+        as_on_the_page(walk, "lab-up")
+
+    @pytest.mark.spark
+    def test_0010_tweet_views(self, walk):
+        walk.tweet_views_job = walk.tweet_views()
+        as_on_the_page(walk, "tweet-views-run", "tweet-views-tail", "tweet-views-dead-letter")
 
     @pytest.mark.spark
     @pytest.mark.timeout(1500)
-    def test_a_notebook_runs_beside_the_job_and_a_generator(self, stack, terminal, tmp_path):
+    def test_0010_a_notebook_beside_the_job(self, stack, walk, tmp_path):
         """tweet_views.ipynb executed in a kernel of the stack's environment (its Spark application on
         the master beside the terminal's) while a background generator keeps sending."""
         import nbformat
@@ -442,13 +496,15 @@ class TestBesideARunningJob:
             km = _kernel_manager(tmp_path / "kernels")
             client = NotebookClient(nb, km=km, timeout=900, startup_timeout=120,
                                     resources={"metadata": {"path": str(NOTEBOOKS_DIR)}})
-            try:
-                client.execute(env=env)
-            finally:
-                nbformat.write(nb, tmp_path / "tweet_views.ipynb")
+            with MemoryWatch(stack, walk.tweet_views_job.process.pid, km) as memory_budget:
+                try:
+                    client.execute(env=env)
+                finally:
+                    nbformat.write(nb, tmp_path / "tweet_views.ipynb")
             assert "0 mismatches (OK)" in _text_outputs(nb)
+            memory_budget.check()
             assert ps_states(stack.env)["gen-tweet-views"] == "running", "the generator stopped before the notebook"
-            assert terminal.process.poll() is None
+            assert walk.tweet_views_job.process.poll() is None
             # `lab ps` shows each service's memory: its whole process tree's (the worker's executors too)
             from joinlab.stack.procs import resident
             memory = ps_memory(stack.env)
@@ -459,31 +515,28 @@ class TestBesideARunningJob:
             joinlab(stack.env, "lab", "down", "gen-tweet-views")
 
     @pytest.mark.spark
-    def test_a_generator_run_again_sends_new_events_that_reach_the_running_job(self, stack, terminal):
-        sent = []
-        for _ in range(2):  # the same command twice, as a participant would
-            before = _tweet_ids(stack)
-            _generate(stack, "--rate", "400", "--count", "200")
-            sent.append(_tweet_ids(stack) - before)
-            assert sent[-1], "the generator sent no new tweet"
-            wait_for(lambda: sent[-1] <= _tweet_ids(stack, "tweet-views"), 600,
-                     "the run's tweets as views out of the running job")
-        assert not sent[0] & sent[1]
-        logs = joinlab(stack.env, "lab", "logs", "--no-follow", "--service", "gen-tweet-views").stdout
-        assert "continues after them" in logs and "--seed N" in logs
-        wait_for(lambda: caught_up(stack, terminal), 600, "the job to read both runs")
-        from joinlab.verify import verify
-        assert verify("tweet-views", stack.bootstrap).ok
+    def test_0010_a_generator_started_again(self, walk):
+        walk.generator_again(walk.tweet_views_job)
+        as_on_the_page(walk, "generator-again", "seed-again")
 
-        # The same events again only when asked: the job says it had them, not a bare `out 0`. (A
-        # seed's events carry the first ids, taken by other events already: checked no more.)
-        _generate(stack, "--rate", "400", "--count", "100", "--seed", "5")
-        wait_for(lambda: caught_up(stack, terminal), 600, "the job to read the seeded run")
-        seen = len(terminal.lines())
-        _generate(stack, "--rate", "400", "--count", "100", "--seed", "5")
-        wait_for(lambda: caught_up(stack, terminal), 600, "the job to read the seeded run again")
-        again = terminal.lines()[seen:]
-        assert again and all(out == "0" and old == str(int(u) + int(t)) for u, t, out, old in again), again
+    @pytest.mark.spark
+    def test_0030_car_pollution(self, walk):
+        walk.car_pollution()
+        as_on_the_page(walk, "car-pollution-run")
+
+    @pytest.mark.spark
+    def test_0050_lottery(self, walk):
+        walk.lottery()
+        as_on_the_page(walk, "lottery-run")
+
+    @pytest.mark.spark
+    def test_0110_money_enrichment(self, walk):
+        walk.money_enrichment()
+        as_on_the_page(walk, "money-enrichment-run", "money-enrichment-state")
+
+    def test_every_output_on_the_page_came_from_the_walk(self, walk):
+        from tests.workshop import PAGE, blocks
+        assert sorted(blocks(PAGE.read_text())) == sorted(walk.outputs)
 
 
 @pytest.mark.spark

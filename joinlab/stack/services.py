@@ -16,7 +16,7 @@ import urllib.request
 from pathlib import Path
 
 import joinlab.stack.procs as procs
-from joinlab.config import lab_home
+from joinlab.config import jvm_env, lab_home
 from joinlab.lookup.client import health_problem
 from joinlab.lookup.config import token_file
 from joinlab.patterns import module_name
@@ -36,7 +36,7 @@ def spark_home() -> str:
 def base_env() -> dict[str, str]:
     """Every service: absolute LAB_HOME (JupyterLab runs in notebooks/), this venv first on PATH,
     executors on this interpreter, Spark bound to loopback."""
-    env = dict(os.environ)
+    env = jvm_env()  # Spark's daemons and executors, and the notebooks' drivers, are JVMs
     env.update(LAB_HOME=str(lab_home()), SPARK_HOME=spark_home(), SPARK_LOCAL_IP=HOST,
                PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
                PATH=os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")]))
