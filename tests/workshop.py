@@ -21,11 +21,11 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from types import SimpleNamespace
 
 from joinlab.stack import settings
+from perf import memory
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "workshop.md"
@@ -96,12 +96,8 @@ def differences(page: dict[str, str], run: dict[str, str]) -> list[str]:
 # --- Walking the page ----------------------------------------------------------------------------
 
 def wait_for(condition, timeout_s: float, what: str, interval_s: float = 0.5):
-    deadline = time.monotonic() + timeout_s
-    while not (value := condition()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
-        time.sleep(interval_s)
-    return value
+    """perf.memory's wait, looking twice a second."""
+    return memory.wait_for(condition, timeout_s, what, interval_s)
 
 
 def status_lines(text: str, pattern: str) -> list[str]:
