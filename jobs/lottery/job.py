@@ -113,7 +113,6 @@ class InMemory(Chain):
         base = settings() if seed is None or delay_ms is None else None
         config = Settings(base.seed if seed is None else seed, base.watermark_delay_ms if delay_ms is None else delay_ms)
         super().__init__(STAGES, solutions.of(SOLUTION, PROCESSORS, solution), config, config.watermark_delay_ms)
-        self.seed = config.seed
 
     @staticmethod
     def rows(records) -> list[Row]:
