@@ -19,8 +19,13 @@ def jvm_env(env: dict[str, str] | None = None) -> dict[str, str]:
     otherwise spread over up to 8 arenas per core, each keeping the memory it once held
     (docs/operations.md#memory); Hadoop's YARN sets the same variable for its containers."""
     env = dict(os.environ if env is None else env)
-    env.setdefault("MALLOC_ARENA_MAX", "2")
+    env.setdefault("MALLOC_ARENA_MAX", malloc_arenas())
     return env
+
+
+def malloc_arenas() -> str:
+    """The glibc malloc arenas a JVM of the lab gets: $MALLOC_ARENA_MAX, default 2 (jvm_env)."""
+    return os.environ.get("MALLOC_ARENA_MAX", "2")
 
 
 def topic_partitions() -> int:

@@ -12,7 +12,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import DataStreamWriter
 
 from joinlab import jars, logs
-from joinlab.config import jvm_env, lab_home, shuffle_partitions
+from joinlab.config import lab_home, malloc_arenas, shuffle_partitions
 from joinlab.stack.services import running_master_url
 
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
@@ -59,14 +59,17 @@ def memory_conf(master: str) -> dict[str, str]:
     driver = "1g" if master.startswith("local") else "512m"
     return {"spark.driver.memory": os.environ.get("SPARK_DRIVER_MEMORY", driver),
             "spark.executor.memory": os.environ.get("SPARK_EXECUTOR_MEMORY", "512m"),
-            "spark.executorEnv.MALLOC_ARENA_MAX": jvm_env()["MALLOC_ARENA_MAX"], **UI_STORE_CONF}
+            "spark.executorEnv.MALLOC_ARENA_MAX": malloc_arenas(), **UI_STORE_CONF}
 
 
 def driver_java_options(master: str) -> str:
     """The driver JVM's options: the lab's, and on a cluster its heap ratios and C1 only."""
-    local = master.startswith("local")
-    return " ".join([logs.java_options(lab_home()), JVM_OPTIONS,
-                     *([] if local else [CLUSTER_JVM_OPTIONS, CLUSTER_DRIVER_OPTIONS])])
+    return jvm_options(*([] if master.startswith("local") else [CLUSTER_JVM_OPTIONS, CLUSTER_DRIVER_OPTIONS]))
+
+
+def jvm_options(*more: str) -> str:
+    """The options of every JVM of a session (its logging, JVM_OPTIONS), then `more`."""
+    return " ".join([logs.java_options(lab_home()), JVM_OPTIONS, *more])
 
 
 def spark_master() -> str:
@@ -88,7 +91,7 @@ def session(app_name: str = "stream-join-lab", **conf: str) -> SparkSession:
     if not master.startswith("local"):
         # The driver JVM on a cluster (started below by spark-submit, from this environment): the
         # lab's malloc arenas. A local one keeps glibc's own, as its heap ratios stay the JVM's.
-        os.environ.setdefault("MALLOC_ARENA_MAX", jvm_env()["MALLOC_ARENA_MAX"])
+        os.environ.setdefault("MALLOC_ARENA_MAX", malloc_arenas())
     builder = (SparkSession.builder.appName(app_name).master(master)
                .config("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
                .config("spark.sql.shuffle.partitions", str(shuffle_partitions()))
@@ -102,8 +105,7 @@ def session(app_name: str = "stream-join-lab", **conf: str) -> SparkSession:
                .config("spark.sql.chunkBase64String.enabled", "false")
                .config("spark.python.daemon.module", "joinlab.pyworkers")
                .config("spark.driver.extraJavaOptions", driver_java_options(master))
-               .config("spark.executor.extraJavaOptions",  # executors run on a cluster only
-                       f"{logs.java_options(lab_home())} {JVM_OPTIONS} {CLUSTER_JVM_OPTIONS}")
+               .config("spark.executor.extraJavaOptions", jvm_options(CLUSTER_JVM_OPTIONS))  # on a cluster only
                .config(map={**connector_conf(), **conf}))
     starts_jvm = SparkContext._active_spark_context is None
     with logs.filter_stderr() if starts_jvm else contextlib.nullcontext():
