@@ -1,0 +1,62 @@
+"""Records through a job's query on a Spark session, one micro-batch per list of records, with no
+broker: the grader's fast stage for a pattern whose join is Spark's own (it has no processor to
+drive through TwsTester), and Spark's built-in joins scored on a pattern's events.
+
+Each list is one file of a file source read one file per trigger, shaped as the Kafka connector's
+rows; after each, `processAllAvailable` returns once Spark has also run the no-data batch that the
+new watermark calls for (state dropped, outer rows emitted), as a running query does when its
+input pauses. The output goes to the memory sink.
+"""
+from __future__ import annotations
+
+import base64
+import itertools
+import json
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable, Sequence
+
+from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql import functions as F
+
+from joinlab.job import session_conf
+
+_RAW = "topic string, key string, value string, partition int, offset bigint, timestamp_ms bigint"
+_names = itertools.count()
+
+
+def run(spark: SparkSession, build: Callable[[DataFrame], DataFrame], batches: Sequence[Sequence],
+        partitions: int = 1) -> list[Row]:
+    """`build` (raw Kafka-shaped rows in, sink rows out) over `batches` of records (topic, key and
+    value as bytes; a Kafka timestamp_ms where they have one, else now), in order; every output row."""
+    with tempfile.TemporaryDirectory(prefix="microbatch-") as tmp:
+        source, name = Path(tmp, "in"), f"microbatch_{next(_names)}"
+        source.mkdir()
+        raw = (spark.readStream.schema(_RAW).option("maxFilesPerTrigger", 1).json(str(source))
+               .select("topic", F.unbase64("key").alias("key"), F.unbase64("value").alias("value"),
+                       "partition", "offset", F.timestamp_millis("timestamp_ms").alias("timestamp")))
+        with session_conf(spark, {"spark.sql.shuffle.partitions": str(partitions)}):
+            query = (build(raw).writeStream.format("memory").queryName(name).outputMode("append")
+                     .option("checkpointLocation", str(Path(tmp, "checkpoint"))).start())
+        try:
+            offset = 0
+            for number, batch in enumerate(batches):
+                lines = [_line(record, offset + i) for i, record in enumerate(batch)]
+                offset += len(lines)
+                part = Path(tmp, f"{number:06d}.json")
+                part.write_text("".join(lines))
+                part.rename(source / part.name)  # whole, or not at all, when the source lists it
+                query.processAllAvailable()
+            return spark.table(name).collect()
+        finally:
+            query.stop()
+            spark.catalog.dropTempView(name)
+
+
+def _line(record, offset: int) -> str:
+    def b64(data):
+        return None if data is None else base64.b64encode(data).decode()
+    produced = getattr(record, "timestamp_ms", None) or int(time.time() * 1000)
+    return json.dumps({"topic": record.topic, "key": b64(record.key), "value": b64(record.value), "partition": 0,
+                       "offset": offset, "timestamp_ms": produced}) + "\n"
