@@ -31,10 +31,12 @@ def _operators(spark, checkpoint: str) -> pd.DataFrame:
 
 
 def metadata(spark, checkpoint: str) -> pd.DataFrame:
-    """One row per stateful operator, with the state variables of transformWithState operators."""
+    """One row per state store of each stateful operator (a stream-stream join has four, two per
+    side), with the state variables of transformWithState operators."""
     df = _operators(spark, checkpoint)
     df["stateVariables"] = [_state_variables(props) for props in df["operatorProperties"]]
-    return df[["operatorId", "operatorName", "numPartitions", "minBatchId", "maxBatchId", "stateVariables"]]
+    return df[["operatorId", "operatorName", "stateStoreName", "numPartitions", "minBatchId", "maxBatchId",
+               "stateVariables"]]
 
 
 def operator_of(spark, checkpoint: str, var: str) -> int:
@@ -88,22 +90,40 @@ def refuse_unknown(only: list[str] | None, held: set[str], checkpoint: str) -> N
                          f"it holds: {', '.join(sorted(held)) or 'none'}")
 
 
+# Spark's stream-stream join: no state variables, its state is the buffered rows of each input side
+# (the statestore source reads one side with the option joinSide, left or right).
+JOIN = "symmetricHashJoin"
+JOIN_SIDES = ("left", "right")
+
+
 def describe(spark, checkpoint: str, limit: int = 10, only: list[str] | None = None) -> list[str]:
     """Printable lines: every state variable of every transformWithState operator (or those named
-    in `only`, each of which must exist), its row count and its first `limit` rows."""
+    in `only`, each of which must exist), its row count and its first `limit` rows; and, without
+    `only`, the rows each side of a stream-stream join keeps."""
     ops = _operators(spark, checkpoint).sort_values("operatorId", ascending=False)  # the first stage first
     variables = [(op, name, var, batch) for op, name, props, batch in zip(
         ops["operatorId"], ops["operatorName"], ops["operatorProperties"], ops["maxBatchId"])
         for var in declared(props) if not var["name"].startswith("$")]  # $...: Spark's own, not readable
     refuse_unknown(only, {var["name"] for _, _, var, _ in variables}, checkpoint)
+    joins = ops[ops["operatorName"] == JOIN].drop_duplicates("operatorId")  # the metadata has a row per store
     lines = []
+    for op, batch in [] if only else zip(joins["operatorId"], joins["maxBatchId"]):
+        lines.append(f"operator {op} ({JOIN}): a stream-stream join: its state is each side's rows, kept until "
+                     f"the watermark and the join's time range drop them (statestore source, option joinSide)")
+        for side in JOIN_SIDES:
+            _shown(lines, f"operator {op}, {side} side", read(spark, checkpoint, None, int(op), joinSide=side),
+                   batch, limit)
     for op, name, var, batch in variables:
         if only and var["name"] not in only:
             continue
         rows = read(spark, checkpoint, var["name"], int(op))
-        lines.append(f"operator {op} ({name}), {var['name']} ({var['type']}): {len(rows)} rows as of batch {batch}")
-        if len(rows):
-            lines += ["  " + line for line in rows.head(limit).to_string(index=False).splitlines()]
-            if len(rows) > limit:
-                lines.append(f"  ... {len(rows) - limit} more")
+        _shown(lines, f"operator {op} ({name}), {var['name']} ({var['type']})", rows, batch, limit)
     return lines
+
+
+def _shown(lines: list[str], what: str, rows: pd.DataFrame, batch, limit: int) -> None:
+    lines.append(f"{what}: {len(rows)} rows as of batch {batch}")
+    if len(rows):
+        lines += ["  " + line for line in rows.head(limit).to_string(index=False).splitlines()]
+        if len(rows) > limit:
+            lines.append(f"  ... {len(rows) - limit} more")

@@ -77,6 +77,29 @@ def test_describe_refuses_a_var_no_operator_declares_before_reading_any(monkeypa
     assert shown[0] == "operator 1 (tws), joining (ValueState): 1 rows as of batch 4" and len(shown) == 3
 
 
+def test_describe_prints_each_side_of_a_stream_stream_join(monkeypatch):
+    """A stream-stream join declares no state variables: its state is each side's rows, which the
+    statestore source reads with the option joinSide. The metadata lists the join once per store."""
+    import pandas as pd
+
+    from joinlab import state
+    stores = ["left-keyToNumValues", "left-keyWithIndexToValue", "right-keyToNumValues", "right-keyWithIndexToValue"]
+    operators = pd.DataFrame({"operatorId": [0] * 4, "operatorName": [state.JOIN] * 4, "stateStoreName": stores,
+                              "operatorProperties": [None] * 4, "maxBatchId": [7] * 4})
+    monkeypatch.setattr(state, "_operators", lambda spark, checkpoint: operators)
+    read = []
+
+    def side_rows(spark, checkpoint, var, op, **options):
+        read.append((var, op, options))
+        return pd.DataFrame({"key": list(range({"left": 3, "right": 1}[options["joinSide"]]))})
+    monkeypatch.setattr(state, "read", side_rows)
+    shown = state.describe(None, "cp", limit=2)
+    assert read == [(None, 0, {"joinSide": "left"}), (None, 0, {"joinSide": "right"})]
+    assert shown[0].startswith("operator 0 (symmetricHashJoin): a stream-stream join")
+    assert "operator 0, left side: 3 rows as of batch 7" in shown and "  ... 1 more" in shown
+    assert "operator 0, right side: 1 rows as of batch 7" in shown
+
+
 def test_demo_of_several_patterns_runs_them_on_one_broker_and_one_spark_session(tmp_path):
     """`joinlab demo A B` (and `all`): each pattern verified against its reference, and Spark (like
     the broker) started once for all of them: the second pattern starts on a warm JVM."""

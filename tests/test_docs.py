@@ -41,9 +41,19 @@ def code_spans(text: str) -> set[str]:
     return set(re.findall(r"`([^`\n]+)`", text))
 
 
+def spark_join(module: str) -> bool:
+    """A pattern whose query has no transformWithState stage: its state is Spark's own join's."""
+    import importlib
+    return not importlib.import_module(f"jobs.{module}.job").STAGES
+
+
 @pytest.mark.parametrize("module", PATTERNS)
 def test_the_state_section_names_exactly_the_state_variables_the_processors_declare(module):
     declared = declared_state(module)
+    if spark_join(module):  # no variables to name: the section says what the join keeps and how to read it
+        section_text = section(page(module).read_text(), "State")
+        assert not declared and "joinSide" in section_text and "numRowsTotal" in section_text
+        return
     assert declared, f"no getValueState/getMapState/getListState(\"name\", ...) in {sources(module)}"
     text = page(module).read_text()
     named = code_spans(section(text, "State"))
@@ -91,6 +101,10 @@ def test_the_notebook_reads_only_state_its_processors_declare(module):
     notebook = json.loads((ROOT / "notebooks" / f"{module}.ipynb").read_text())
     code = "\n".join("".join(cell["source"]) for cell in notebook["cells"] if cell["cell_type"] == "code")
     read = set(re.findall(r"""\bstate\(\s*["']([A-Za-z_][A-Za-z0-9_]*)["']""", code))
+    if spark_join(module):  # the join's state: each side's rows, read by side
+        sides = set(re.findall(r"""\bstate\(\s*side=["'](left|right)["']""", code))
+        assert not read and sides == {"left", "right"}, f"notebooks/{module}.ipynb reads {sorted(read)}, sides {sides}"
+        return
     assert read, f"notebooks/{module}.ipynb reads no state by name"
     assert read <= declared_state(module), f"notebooks/{module}.ipynb reads {sorted(read - declared_state(module))}"
 
@@ -100,3 +114,14 @@ def test_the_readme_excerpt_of_a_processor_is_the_code():
     readme = (ROOT / "README.md").read_text()
     excerpt = re.search(r"from \[jobs/car_pollution/solution\.py\].*?```python\n(.*?)```", readme, re.S).group(1)
     assert excerpt in (ROOT / "jobs" / "car_pollution" / "solution.py").read_text()
+
+
+def test_every_excerpt_a_page_marks_as_one_is_the_code():
+    """A block marked `<!-- not-run: an excerpt of FILE ... -->` shows FILE's code: line for line."""
+    marked = re.compile(r"<!-- not-run: an excerpt of (\S+).*?-->\n```python\n(.*?)```", re.S)
+    found = 0
+    for path in pages():
+        for file, excerpt in marked.findall(path.read_text()):
+            found += 1
+            assert excerpt in (ROOT / file).read_text(), f"{path.relative_to(ROOT)}: its excerpt of {file} is not the code"
+    assert found >= 2  # the README's processor, ad clicks' two functions

@@ -404,6 +404,9 @@ def pattern_setup(module: str):
 
 # the events each job's build() parses out of `raw`, as its build() does
 PARSED = {
+    "ad_clicks": lambda ns, raw: ns["parse_events"](
+        raw, [ns["IMPRESSIONS"], ns["CLICKS"]], ns["DEAD_LETTERS_TOPIC"], job="ad-clicks",
+        key={"impression_id": ns["F"].col("impression_id")}),
     "tweet_views": lambda ns, raw: ns["parse_events"](
         raw, [ns["USERS"], ns["TWEETS"]], ns["DEAD_LETTERS_TOPIC"], job="tweet-views",
         key={"user_id": ns["route_columns"](ns["ROUTES"])[1]}),
@@ -441,10 +444,11 @@ def evolution_setup(context, namespace):
     namespace.update(job_namespace("money_enrichment"))
 
 
-PYTHON_SETUP = {"tweet_views": pattern_setup("tweet_views"), "car_pollution": pattern_setup("car_pollution"),
+PYTHON_SETUP = {"ad_clicks": pattern_setup("ad_clicks"), "tweet_views": pattern_setup("tweet_views"), "car_pollution": pattern_setup("car_pollution"),
                 "lottery": pattern_setup("lottery"), "money_enrichment": pattern_setup("money_enrichment"),
                 "docs/state-evolution.md": evolution_setup}
 CHECK_AFTER = {
+    "ad_clicks": same_schema("views", lambda ns: ns["join_clicks"](ns["impressions"], ns["clicks"])),
     "tweet_views": same_schema("views", lambda ns: ns["join_views"](ns["events"])),
     "car_pollution": same_schema("views", lambda ns: ns["join_cars_to_zones"](ns["events"])),
     # the snippet's `outcomes` frame shadows the job's function of that name: take it from the module

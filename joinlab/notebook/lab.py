@@ -240,19 +240,21 @@ class Lab:
         state variables of transformWithState operators."""
         return self._read_state("the state metadata", lambda: state_source.metadata(self.spark, self.checkpoint))
 
-    def state(self, var: str | None = None, operator_id: int | None = None) -> pd.DataFrame:
+    def state(self, var: str | None = None, operator_id: int | None = None, side: str | None = None) -> pd.DataFrame:
         """The job's state at its last committed batch, key and value columns flattened. `var`
         names a transformWithState state variable (`stateVarName`); map and list variables come one
-        row per entry. `operator_id` defaults to the operator that declares `var` (see
+        row per entry. `side` ("left" or "right", `joinSide`) reads the rows one side of a
+        stream-stream join keeps. `operator_id` defaults to the operator that declares `var` (see
         `operator_of`), else 0.
 
         If Spark cannot read it, this prints why and the state operators' metrics from the last
         progress instead, and returns an empty table ($LAB_NOTEBOOK_STRICT=1 raises, as in tests)."""
         def read() -> pd.DataFrame:
             op = operator_id if operator_id is not None else self.operator_of(var) if var else 0
-            return state_source.read(self.spark, self.checkpoint, var, op)
+            return state_source.read(self.spark, self.checkpoint, var, op, **({"joinSide": side} if side else {}))
         where = "" if var and operator_id is None else f" of operator {operator_id or 0}"
-        return self._read_state((f"state variable {var!r}" if var else "the state") + where, read)
+        what = f"state variable {var!r}" if var else f"the join's {side} side" if side else "the state"
+        return self._read_state(what + where, read)
 
     def operator_of(self, var: str) -> int:
         """The id of the stateful operator that declares state variable `var` (from the
