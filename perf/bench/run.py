@@ -102,16 +102,17 @@ def _spark(stack: ExitStack):
 
 
 def _lab_and_nothing(spark, pattern: str, bootstrap: str, work, kind: str, per_trigger: int, timeout_s: float):
-    """(the pattern's job, the same job with processors that do nothing), `per_trigger` records a batch."""
+    """(the pattern's job, the same job with processors that do nothing), `per_trigger` records a batch;
+    a job with no processors of its own (Spark's own join) is its own ceiling: (the job, None)."""
     from joinlab.job import services
     job = patterns.job(pattern)
     runs = []
-    for label, solution in ((pattern, None), (f"{pattern}, nothing", ceiling.solution(job))):
+    for label, solution in ((pattern, None), *([(f"{pattern}, nothing", ceiling.solution(job))] if job.STAGES else [])):
         log(f"{label}: {kind} batches ({per_trigger:,} per trigger)")
         with services(job, bootstrap):
             runs.append(run_job(spark, job, bootstrap, work / f"{label.replace(', ', '-')}-{kind}", per_trigger,
                                 label, timeout_s, solution))
-    return runs
+    return runs if job.STAGES else runs + [None]
 
 
 def run(args: argparse.Namespace) -> str:
@@ -133,7 +134,9 @@ def run(args: argparse.Namespace) -> str:
         for pattern in patterns.PATTERNS:
             small = _lab_and_nothing(spark, pattern, bootstrap, work, "tiny", TINY_PER_TRIGGER,
                                      _budget(args.tiny_events))
-            lab[pattern], nothing[pattern] = [small[0], None], [small[1], None]
+            lab[pattern] = [small[0], None]
+            if small[1] is not None:
+                nothing[pattern] = [small[1], None]
         if args.steady_events:
             log(f"sending {args.steady_events} more events per pattern")
             for pattern in patterns.PATTERNS:
@@ -141,7 +144,9 @@ def run(args: argparse.Namespace) -> str:
             for pattern in patterns.PATTERNS:
                 big = _lab_and_nothing(spark, pattern, bootstrap, work, "steady", STEADY_PER_TRIGGER,
                                        _budget(args.tiny_events + args.steady_events))
-                lab[pattern][1], nothing[pattern][1] = big
+                lab[pattern][1] = big[0]
+                if pattern in nothing:
+                    nothing[pattern][1] = big[1]
         latency = None
         if args.latency_seconds:
             log(f"latency: tweet views running ({args.latency_trigger} trigger), "

@@ -38,15 +38,16 @@ def format_patterns(lab: Runs) -> str:
 
 
 def format_ceiling(lab: Runs, nothing: Runs) -> str:
-    """Each pattern's job beside the same job with processors that do nothing, and the target."""
+    """Each pattern's job beside the same job with processors that do nothing, and the target; "-"
+    for a pattern with no processors of its own (Spark's own join: the job is its ceiling)."""
     lines = ["The ceiling: each job with processors that do nothing (same wiring, same events; the best its own "
              "processors can reach here)",
              f"  {'pattern':<18} {'tiny ms: lab':>12} {'nothing':>8} {'target':>7} "
              f"{'steady ev/s: lab':>16} {'nothing':>8} {'target':>7}"]
-    for pattern, (small, big) in nothing.items():
-        lab_small, lab_big = lab[pattern]
+    for pattern, (lab_small, lab_big) in lab.items():
+        small, big = nothing.get(pattern, (None, None))
         tiny_target, steady_target = TARGETS.get(pattern, (None, None))
-        lines.append(f"  {pattern:<18} {_n(lab_small.median_ms):>12} {_n(small.median_ms):>8} "
+        lines.append(f"  {pattern:<18} {_n(lab_small.median_ms):>12} {_n(small.median_ms if small else None):>8} "
                      f"{_n(tiny_target):>7} {_n(lab_big.rate if lab_big else None):>16} "
                      f"{_n(big.rate if big else None):>8} {_n(steady_target):>7}")
     return "\n".join(lines)
