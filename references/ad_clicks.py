@@ -13,7 +13,8 @@ arrival order, no micro-batches.
 - A clicked impression: every on-time click of it within ATTRIBUTION after it is a match (Spark
   emits each); a consumer keeps the last by version (job.version: the latest click).
 - An unclicked impression comes out only once the final watermark is past its event time +
-  ATTRIBUTION (strictly: Spark keeps it while they are equal); before that a click could still come. Impressions after that point are undecided and
+  ATTRIBUTION by a millisecond or more (Spark's state cleanup predicate: impression_time <= watermark
+  - 1 minute - 1 ms); before that a click could still come. Impressions after that point are undecided and
   not expected yet.
 """
 from __future__ import annotations
@@ -92,7 +93,7 @@ def expected(records: list) -> dict[int, dict]:
                    if a.t_us <= c.t_us <= a.t_us + ATTRIBUTION_US]
         if matches:
             candidates = [_view(impression, c.event) for c in matches]
-        elif final is not None and a.t_us + ATTRIBUTION_US < final:
+        elif final is not None and a.t_us + ATTRIBUTION_US <= final - 1000:  # Spark's state cleanup predicate
             candidates = [_view(impression, None)]
         else:
             continue  # undecided: a click may still come

@@ -5,6 +5,7 @@ import json
 import pytest
 from pyspark.sql import functions as F
 
+from joinlab.patterns import PATTERNS
 from joinlab.spark import read_kafka, read_kafka_batch
 from joinlab.topics import create_topics, producer, read_topics
 
@@ -102,7 +103,7 @@ def test_a_recreated_topic_fails_loudly_in_one_line_or_carries_on_from_what_exis
     assert len(read_topics(bootstrap, ["out"])) == before  # nothing past the checkpoint's offsets yet
 
 
-@pytest.mark.parametrize("pattern", ["tweet-views", "car-pollution", "lottery", "money-enrichment"])
+@pytest.mark.parametrize("pattern", list(PATTERNS))
 def test_each_pattern_reads_each_kafka_record_once_per_micro_batch(spark, bootstrap, tmp_path, pattern):
     """Valid events and dead letters are two branches of a job's plan; both read one shuffle
     (joinlab.events.parse_events), so Spark's count of rows read from the source is the number of

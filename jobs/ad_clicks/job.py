@@ -36,8 +36,11 @@ def join_clicks(impressions: DataFrame, clicks: DataFrame, solution: ModuleType 
 
 def build(raw: DataFrame, solution: ModuleType | None = None) -> DataFrame:
     """Raw Kafka rows in, Kafka sink rows (topic, key, value) out: views and dead letters."""
+    # One shuffle by impression under a name of its own, which the two sides and the dead letters all
+    # read, so Kafka is read once per micro-batch: the join's right side is a self-join's copy, which
+    # Spark renames, and a shuffle column named like a field then differs between the two copies.
     parsed = parse_events(raw, [IMPRESSIONS, CLICKS], DEAD_LETTERS_TOPIC, job="ad-clicks",
-                          key={"impression_id": F.col("impression_id")})
+                          key={"shuffled_by": F.col("impression_id")})
     events = parsed.events
     impressions = events.where(F.col("topic") == IMPRESSIONS_TOPIC).select(
         "impression_id", "ad_id", "placement", F.col("event_time").alias("impression_time"))
