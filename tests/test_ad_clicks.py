@@ -54,14 +54,14 @@ def watermark_reached(query, seconds: int) -> bool:
 @pytest.mark.parametrize("seed", [1, 2])
 def test_views_equal_the_reference_under_disorder_and_a_restart(spark, bootstrap, tmp_path, seed):
     create_topics(bootstrap, ad.INPUT_TOPICS + ad.OUTPUT_TOPICS)
-    records = generate(seed, 1200, disorder=WITHIN_THE_DELAY)
+    records = generate(seed, 1000, disorder=WITHIN_THE_DELAY)
     send(bootstrap, records, progress=False)
     stop_mid_stream_and_resume(spark, ad, bootstrap, str(tmp_path / "cp"), max_offsets_per_trigger=300)
     report = verify("ad-clicks", bootstrap)
     assert report.ok, "\n".join(report.lines())
     views = views_of(bootstrap)
     clicked = sum(v["click_id"] is not None for v in views.values())
-    assert clicked > 200 and len(views) - clicked > 200, "want both clicked and unclicked impressions"
+    assert clicked > 150 and len(views) - clicked > 150, "want both clicked and unclicked impressions"
     assert not reference.late(records), "disorder within the delay: nothing is late"
     letters = read_topics(bootstrap, [ad.DEAD_LETTERS_TOPIC])
     assert len(letters) == sum(r.kind not in ("event", "duplicate") for r in records)
@@ -138,12 +138,11 @@ def test_bad_records_are_dead_lettered_with_their_reason(spark, bootstrap, tmp_p
     assert views_of(bootstrap)[1]["click_id"] == 10
 
 
-@pytest.mark.parametrize("batch", [50, 400])
-def test_the_fast_stage_runs_spark_and_equals_the_reference(spark, batch):
+def test_the_fast_stage_runs_spark_and_equals_the_reference(spark):
     """The grader's fast stage for this pattern is the job's query on a local file source, a
     micro-batch per list of records: for any cut of the arrival order, the reference's views."""
     records = generate(3, 600, disorder=WITHIN_THE_DELAY)
     pipeline = ad.InMemory()
-    views = pipeline.views(pipeline.run([records[i:i + batch] for i in range(0, len(records), batch)]))
+    views = pipeline.views(pipeline.run([records[i:i + 120] for i in range(0, len(records), 120)]))
     assert views == reference.expected(records)
-    assert sum(v["click_id"] is None for v in views.values()) > 50
+    assert sum(v["click_id"] is None for v in views.values()) > 50 and sum(v["click_id"] is not None for v in views.values()) > 50
