@@ -69,6 +69,12 @@ def stamped(records) -> list[Stamped]:
     return out
 
 
+def stamped_batches(batches: list[list]) -> list[list]:
+    """Hand-made micro-batches stamped as `stamped` does, with one clock across them."""
+    flat = iter(stamped([record for batch in batches for record in batch]))
+    return [[next(flat) for _ in batch] for batch in batches]
+
+
 def cut(records: list, size: int) -> list[list]:
     """Micro-batches of `size` records in arrival order, as a backfill reads them."""
     return [records[i:i + size] for i in range(0, len(records), size)]
@@ -324,7 +330,8 @@ def format_causes(result: Result) -> str:
         found = kinds[kind]
         missing = sum(m.state == "missing" for m in found)
         reason = REASONS[kind].format(range=spec.range, watermark=spec.watermark, retention=_days(retention()))
-        lines += [f"  {kind}: {len(found)} tweets ({missing} missing, {len(found) - missing} stale)",
+        lines += [f"  {kind}: {len(found)} tweet{'' if len(found) == 1 else 's'} ({missing} missing, "
+                  f"{len(found) - missing} stale)",
                   f"    why: {reason}",
                   f"    e.g. tweet {found[0].tweet_id}: {found[0].detail}"]
     return "\n".join(lines)

@@ -175,13 +175,6 @@ def tweet_at(tweet_id: int, user_id: int, days: float, version: int = 1) -> Reco
     return record(tv.TWEETS_TOPIC, tweet_id, json.dumps(body).encode())
 
 
-def stamped_batches(batches: list[list]) -> list[list]:
-    """The batches' records stamped as produced (one clock across them), in the same batches."""
-    from references.tweet_views_alternatives import stamped
-    flat = iter(stamped([r for batch in batches for r in batch]))
-    return [[next(flat) for _ in batch] for batch in batches]
-
-
 HOUR = 1 / 24
 # Each kind of mismatch of Spark's join (range 1 day, watermarks 1 hour), one tweet each; the watermark
 # of a micro-batch is the older of the two sides' newest event times before it, minus the hour.
@@ -208,7 +201,8 @@ def test_spark_s_own_join_misses_each_kind_the_events_show_and_the_job_misses_no
     profile behind the watermark. The rules that explain them also predict everything Spark emits;
     the tweet-views job on the same micro-batches ends with every view the reference has."""
     from references.tweet_views import expected
-    from references.tweet_views_alternatives import REASONS, Join, format_causes, predicted, run_job, run_join
+    from references.tweet_views_alternatives import (REASONS, Join, format_causes, predicted, run_job, run_join,
+                                                     stamped_batches)
     batches = stamped_batches(KINDS)
     want = expected([r for batch in batches for r in batch])
     assert sorted(want) == [11, 12, 13, 14, 15, 16]
