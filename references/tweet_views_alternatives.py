@@ -408,6 +408,10 @@ def main(argv: list[str] | None = None) -> int:
         if own:
             stop(spark)
     print(format_table(results, len(want)))
+    for r in results:
+        if r.spec is None:  # the job: the reference is what it converges to, so any mismatch is a bug
+            print(f"\nThe job on the same micro-batches: {len(r.mismatches)} mismatches"
+                  + (" (a bug: `joinlab verify tweet-views` on a live run says which)" if r.mismatches else ""))
     print("\nWhy the join's views differ, found per tweet from the events:")
     for r in results:
         if r.spec is None:
