@@ -39,6 +39,8 @@ def test_every_command_prints_its_help(command, capsys):
 def test_compare_and_generate_hand_their_help_to_their_own_parsers():
     compare = joinlab("compare", "car-pollution", "--help")
     assert compare.returncode == 0 and "usage" in compare.stdout
+    compare = joinlab("compare", "tweet-views", "--help")
+    assert compare.returncode == 0 and "--watermark" in compare.stdout
     generate = joinlab("generate", "tweet-views", "--help")
     assert generate.returncode == 0 and "--tweets-first" in generate.stdout
 

@@ -154,3 +154,45 @@ def test_with_profile_updates_after_a_tweets_retention_the_processor_and_the_ref
     latest_users, _ = reference.latest(records)
     held_back = [v for v in want.values() if v["user_version"] < latest_users[v["user_id"]]["version"]]
     assert 0 < len(held_back) < len(want)  # the slices more than 3 days before the last profile update
+
+
+# --- `joinlab compare tweet-views` (references/tweet_views_alternatives.py), without Spark -----------
+
+def test_compare_tweet_views_prints_its_flags_and_refuses_bad_ones_before_spark_starts(capsys, monkeypatch):
+    import pytest
+
+    import joinlab.spark
+    from joinlab.cli import main
+    monkeypatch.setattr(joinlab.spark, "session", lambda *a, **k: pytest.fail("Spark started for bad flags"))
+    with pytest.raises(SystemExit) as done:
+        main(["compare", "tweet-views", "--help"])
+    out = capsys.readouterr().out
+    assert done.value.code == 0 and "usage: joinlab compare tweet-views" in out
+    for flag in ("--range", "--watermark", "--batch-size", "--days", "--max-delay", "--tweets-first", "--no-job"):
+        assert flag in out
+    for argv, message in ((["--range", "31 days"], "longer than the retention (30 days"),
+                          (["--watermark", "soon"], "--watermark='soon': give a whole number and a unit"),
+                          (["--count", "5"], "need --count >= 10")):
+        with pytest.raises(SystemExit):
+            main(["compare", "tweet-views", *argv])
+        assert message in capsys.readouterr().err, argv
+
+
+def test_the_watermark_rules_count_a_side_without_events_as_0_and_drop_rows_at_or_behind_it():
+    """Spark's rules as the comparison applies them (its Spark tests hold them against Spark): the
+    watermark of a micro-batch is the older of the two sides' newest event times before it, minus
+    the delay; none while one side has had no event; a row at it is late, as one behind it is."""
+    from joinlab.generate import Record, iso
+    from references.tweet_views_alternatives import arrivals
+
+    def user_at(user_id, hours):
+        return Record("users", b"1", ('{"user_id": %d, "name": "n", "handle": "h", "version": 1, "event_time": "%s"}'
+                                      % (user_id, iso(T + timedelta(hours=hours)))).encode(), "event")
+
+    def tweet_at(tweet_id, hours):
+        return Record("tweets", b"1", ('{"tweet_id": %d, "user_id": 1, "text": "t", "version": 1, "event_time": "%s"}'
+                                       % (tweet_id, iso(T + timedelta(hours=hours)))).encode(), "event")
+    batches = [[tweet_at(1, 10)], [tweet_at(2, 0)], [user_at(1, 5)], [user_at(2, 4), tweet_at(3, 3), tweet_at(4, 4.5)]]
+    found = arrivals(batches, watermark_ms=3_600_000)
+    assert [a.watermark_us for a in found[:3]] == [None, None, None], "the users side has had no event yet"
+    assert [a.late for a in found] == [False, False, False, True, True, False]  # watermark: 5 h - 1 h

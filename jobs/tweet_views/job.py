@@ -35,16 +35,21 @@ def build(raw: DataFrame, solution: ModuleType | None = None) -> DataFrame:
     """Raw Kafka rows in, Kafka sink rows (topic, key, value) out: views and dead letters."""
     parsed = parse_events(raw, [USERS, TWEETS], DEAD_LETTERS_TOPIC, job="tweet-views",
                           key={"user_id": route_columns(ROUTES)[1]})
-    views = join_views(parsed.events, solution)
+    return view_records(join_views(parsed.events, solution)).unionByName(parsed.dead_letters)
+
+
+def view_records(views: DataFrame) -> DataFrame:
+    """Rows of VIEW's columns as the output topic's records, keyed by tweet: one writer of the
+    record's shape, so whatever else writes views (Spark's own join, in
+    references/tweet_views_alternatives.py) is read back by `actual` exactly as the job's are."""
     value = F.to_json(F.struct(
         "tweet_id",
         F.struct("tweet_id", F.col("tweet_version").alias("version"), "text",
                  F.col("tweet_time").alias("event_time")).alias("tweet"),
         F.struct("user_id", F.col("user_version").alias("version"), "name", "handle",
                  F.col("user_time").alias("event_time")).alias("author")))
-    out = views.select(F.lit(VIEWS_TOPIC).alias("topic"), F.col("tweet_id").cast("string").alias("key"),
-                       value.alias("value"))
-    return out.unionByName(parsed.dead_letters)
+    return views.select(F.lit(VIEWS_TOPIC).alias("topic"), F.col("tweet_id").cast("string").alias("key"),
+                        value.alias("value"))
 
 
 # --- The pattern's parts (joinlab.patterns.Job) ------------------------------------------------
