@@ -3,6 +3,7 @@ solution.py holds the processors an exercise asks for, README.md is the pattern'
 joinlab finds them through PATTERNS, named in pyproject.toml's `joinlab.patterns` entry point."""
 
 PATTERNS = {  # pattern name -> its job module, simplest first
+    "ad-clicks": "jobs.ad_clicks.job",
     "tweet-views": "jobs.tweet_views.job",
     "car-pollution": "jobs.car_pollution.job",
     "lottery": "jobs.lottery.job",
