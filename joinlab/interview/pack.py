@@ -113,9 +113,10 @@ def main(args) -> int:
     print(f"Interview workspace for {ex.pattern} (level {ex.level}, {ex.time_box}): {out}/")
     if args.archive:
         print(f"  and the same as one file: {out}.tar.gz")
+    fast = "scenarios, seconds" if ex.processors else "scenarios, on a local Spark session"
     print(f"""  1. read   {out}/{ex.module}.md
   2. edit   {out}/{ex.module}.py  ({', '.join(ex.writes)})
-  3. grade  make -C {out} check-fast   (scenarios, seconds), then  make -C {out} check   (the real job)
+  3. grade  make -C {out} check-fast   ({fast}), then  make -C {out} check   (the real job)
      or, in this lab:  make interview-check PATTERN={ex.pattern}
 The interviewer grades what comes back with the held-back scenarios too:
   joinlab interview check {ex.pattern} --solution their_file.py --hidden exercises/hidden""")
