@@ -26,7 +26,7 @@ def of(default: str, processors: tuple[str, ...], given: ModuleType | None = Non
     if missing:
         where = getattr(module, "__file__", None) or module.__name__
         raise SolutionError(f"{where} defines no {' and no '.join(missing)}: the job needs "
-                            f"{', '.join(processors)} (its processors: subclasses of StatefulProcessor)")
+                            f"{', '.join(processors)}")
     return module
 
 

@@ -31,7 +31,13 @@ class Exercise:
     level: str
     time_box: str
     key: str          # what one output key is, in the grader's messages
-    writes: tuple     # the classes the candidate writes (the job's PROCESSORS)
+    writes: tuple     # the names the candidate writes (the job's PROCESSORS)
+    processors: bool  # they are StatefulProcessor classes (the job has STAGES); else functions of Spark's own query
+
+    @property
+    def what(self) -> str:
+        """What the candidate writes, in the grader's messages: "processors" or "functions"."""
+        return "processors" if self.processors else "functions"
 
     def stub(self) -> Path:
         return ROOT / "exercises" / f"{self.module}.py"
@@ -55,4 +61,4 @@ def exercise(pattern: str) -> Exercise:
         raise SystemExit(f"no exercise for {pattern!r}; choose one of: {', '.join(EXERCISES)}")
     job = patterns.job(pattern)
     return Exercise(pattern, patterns.module_name(pattern), job.INTERVIEW.level, job.INTERVIEW.time_box,
-                    job.INTERVIEW.key, job.PROCESSORS)
+                    job.INTERVIEW.key, job.PROCESSORS, bool(job.STAGES))

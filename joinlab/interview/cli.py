@@ -22,7 +22,8 @@ def add_parser(sub) -> None:
                        help="the live stage's events and expected output (a packed workspace has one; default: the "
                             "reference)")
     stage = check.add_mutually_exclusive_group()
-    stage.add_argument("--fast", action="store_true", help="scenarios only, no Spark")
+    stage.add_argument("--fast", action="store_true",
+                       help="scenarios only: no Kafka, and no Spark unless the pattern is Spark's own join")
     stage.add_argument("--live", action="store_true", help="run the live stage even if a scenario failed")
     check.add_argument("--seed", type=int, default=7, help="the live stage's events (default 7)")
     check.add_argument("--count", type=int, default=1200, help="the live stage's event count (default 1200)")

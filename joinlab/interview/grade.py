@@ -44,7 +44,7 @@ def check(pattern: str, solution_file: Path, *, scenario_dir: Path | None = None
             "emitted_nothing": outcomes[0].emitted_nothing})
     fast_ok = report["fast"]["failed"] == 0 and bool(found)
     if live == "always" or (live == "auto" and fast_ok):
-        say("live stage: the real job with your processors (a minute or so)")
+        say(f"live stage: the real job with your {ex.what} (a minute or so)")
         from joinlab.interview import live as live_stage  # deferred: it starts Spark, the fast stage needs none
         result = live_stage.run(pattern, module, seed=seed, count=count, expectation=expectation, spark=spark, say=say)
         report["live"] = dict(asdict(result), ok=result.ok, seconds=round(result.seconds, 1))
@@ -72,8 +72,8 @@ def lines(report: dict) -> list[str]:
         if not s["ok"]:
             out += [""] + s["details"]
     if f["scenarios"] and all(not s["ok"] and s["emitted_nothing"] for s in f["scenarios"]):
-        out += ["", f"Your processors emitted nothing in any scenario: start in {', '.join(ex.writes)} "
-                    f"(handleInputRows) in {report['solution']}."]
+        out += ["", f"Your {ex.what} emitted nothing in any scenario: start in {', '.join(ex.writes)} "
+                    f"{'(handleInputRows) ' if ex.processors else ''}in {report['solution']}."]
     out += [""] + interviewer.live_lines(report)
     return out + ["", f"RESULT: {'PASS' if report['ok'] else 'FAIL'} in {report['seconds']:.0f} s"]
 

@@ -1,4 +1,4 @@
-"""The grader's live stage: the candidate's processors in the pattern's real job (the same
+"""The grader's live stage: the candidate's processors (or functions) in the pattern's real job (the same
 `build()` as the lab's) on seeded, disordered events, restarted from its checkpoint, its output
 compared with the batch reference as `joinlab verify` does (docs/interviewing.md, stage 2).
 Where the reference is not at hand (a packed workspace), the events and what the output must end
@@ -17,6 +17,7 @@ from joinlab import job as runner
 from joinlab import patterns
 from joinlab.demo import DEMO_DISORDER, demo_broker
 from joinlab.generate import Record, send
+from joinlab.interview import exercise
 from joinlab.interview.scenarios import default_settings, differences, expected, plain
 from joinlab.spark import session
 from joinlab.status import offsets
@@ -80,7 +81,7 @@ def run(pattern: str, solution: ModuleType, *, seed: int = 7, count: int = 1200,
             return result
         send(bootstrap, records, progress=False)
         say(f"{len(records)} events on {', '.join(job.INPUT_TOPICS)} at {bootstrap}; "
-            "starting the job with your processors")
+            f"starting the job with your {exercise(pattern).what}")
         spark = spark or session(f"interview-{pattern}")
         checkpoint = tempfile.mkdtemp(prefix=f"interview-{pattern}-")
         with runner.services(job, bootstrap):

@@ -1,5 +1,5 @@
-"""The interview notebooks' helpers: a processor written in a cell as a solution module, the
-scenarios as a table, and the live output against the reference as a picture."""
+"""The interview notebooks' helpers: processors (or functions) written in a cell as a solution
+module, the scenarios as a table, and the live output against the reference as a picture."""
 from __future__ import annotations
 
 import importlib
@@ -13,8 +13,8 @@ from joinlab.interview import scenarios as fast
 
 
 def solution_of(**classes) -> types.ModuleType:
-    """Classes defined in the notebook (e.g. TweetViewsProcessor=TweetViewsProcessor) as a solution
-    module; Spark pickles them by value, as it does any class of the notebook's own."""
+    """Classes or functions defined in the notebook (e.g. TweetViewsProcessor=TweetViewsProcessor) as a
+    solution module; Spark pickles them by value, as it does anything of the notebook's own."""
     module = types.ModuleType("notebook_solution")
     module.__dict__.update(classes)
     return module

@@ -20,6 +20,9 @@ LEFT_OUT = ("solution.py", "README.md", "__pycache__", "*.pyc")
 def makefile(ex: Exercise) -> str:
     grade = (f"$(VENV)/bin/joinlab interview check {ex.pattern} --solution {ex.module}.py --scenarios scenarios "
              f"--expectation expectation.json")
+    # Processors run through pyspark's in-memory tester; functions of Spark's own join in its query, on a local session.
+    fast = ("scenarios only: seconds, no Spark" if ex.processors
+            else "scenarios only: on a local Spark session (needs Java 17)")
     return f"""# Your workspace for the {ex.pattern} exercise. `make check` grades {ex.module}.py.
 PYTHON ?= python3
 VENV ?= .venv
@@ -28,7 +31,7 @@ VENV ?= .venv
 check: $(VENV)/.installed ## scenarios in memory, then the real job on Kafka and Spark (needs Java 17)
 \t{grade}
 
-check-fast: $(VENV)/.installed ## scenarios only: seconds, no Spark
+check-fast: $(VENV)/.installed ## {fast}
 \t{grade} --fast
 
 $(VENV)/.installed: lab/pyproject.toml
@@ -39,6 +42,8 @@ $(VENV)/.installed: lab/pyproject.toml
 
 
 def readme(ex: Exercise) -> str:
+    if not ex.processors:
+        return readme_functions(ex)
     return f"""# Stream Join Lab: the {ex.pattern} exercise (level {ex.level}, {ex.time_box})
 
 1. Read `{ex.module}.md`: the data, the topics, what must come out, the questions to think about.
@@ -52,6 +57,27 @@ def readme(ex: Exercise) -> str:
 Needs Python 3.10+ and Java 17 (for Spark). The first `make` installs the lab into `.venv`.
 `lab/` holds what the job is made of: parsing, keying and wiring (`lab/jobs/`), the generators
 and the grader; your processor is the one missing piece. Your interviewer may also run scenarios
+you do not see.
+"""
+
+
+def readme_functions(ex: Exercise) -> str:
+    """The README of an exercise in Spark's own join: the candidate writes functions of the query (no
+    processor, so no restart or reordering of one to play), and its scenarios run on Spark itself."""
+    return f"""# Stream Join Lab: the {ex.pattern} exercise (level {ex.level}, {ex.time_box})
+
+1. Read `{ex.module}.md`: the data, the topics, what must come out, the questions to think about.
+2. Write {' and '.join(f'`{name}`' for name in ex.writes)} in `{ex.module}.py` (it imports as it is,
+   and fails the grader).
+3. Grade it: `make check-fast` (the scenarios in `scenarios/`: each through the job's real query on
+   a local Spark session, one micro-batch per batch, a few seconds each), then `make check` (also
+   the real job on Kafka and Spark with out-of-order, duplicated and malformed events, stopped and
+   restarted from its checkpoint, compared with the right answer). `interview-log.json` notes when
+   you check.
+
+Needs Python 3.10+ and Java 17 (for Spark, in both). The first `make` installs the lab into `.venv`.
+`lab/` holds what the job is made of: parsing, keying and wiring (`lab/jobs/`), the generators
+and the grader; your functions are the missing piece. Your interviewer may also run scenarios
 you do not see.
 """
 
@@ -87,9 +113,10 @@ def main(args) -> int:
     print(f"Interview workspace for {ex.pattern} (level {ex.level}, {ex.time_box}): {out}/")
     if args.archive:
         print(f"  and the same as one file: {out}.tar.gz")
+    fast = "scenarios, seconds" if ex.processors else "scenarios, on a local Spark session"
     print(f"""  1. read   {out}/{ex.module}.md
   2. edit   {out}/{ex.module}.py  ({', '.join(ex.writes)})
-  3. grade  make -C {out} check-fast   (scenarios, seconds), then  make -C {out} check   (the real job)
+  3. grade  make -C {out} check-fast   ({fast}), then  make -C {out} check   (the real job)
      or, in this lab:  make interview-check PATTERN={ex.pattern}
 The interviewer grades what comes back with the held-back scenarios too:
   joinlab interview check {ex.pattern} --solution their_file.py --hidden exercises/hidden""")

@@ -70,7 +70,8 @@ def live_lines(report: dict) -> list[str]:
         return ["Live stage: not run" + (" (every scenario must pass first; --live runs it anyway)"
                                          if report["fast"]["failed"] else "")]
     if live["error"]:
-        return ["Live stage: the job failed with your processors:"] + ["  " + x for x in live["error"].splitlines()]
+        return ([f"Live stage: the job failed with your {exercise(report['pattern']).what}:"]
+                + ["  " + x for x in live["error"].splitlines()])
     out = [f"Live stage: the real job on {live['events']} seeded events (disorder, duplicates, malformed records), "
            f"stopped after {live['batches_before_restart']} micro-batches and restarted from its checkpoint at batch "
            f"{live['restarted_at_batch']}, {live['seconds']:.0f} s:"]

@@ -1,4 +1,6 @@
-"""The grader's fast stage: named scenarios through a candidate's processors, no Spark, no Kafka.
+"""The grader's fast stage: named scenarios through a candidate's processors, no Spark, no Kafka;
+for a pattern of Spark's own join (no STAGES, the candidate writes functions of its query), through
+that query on a local Spark session, one micro-batch per batch (its InMemory, joinlab.microbatch).
 
 A scenario is a JSON file: a name, what it checks in words (`says`), the input events in arrival
 order cut into micro-batches, and what a consumer of the output topic must end with (`expect`:
@@ -20,6 +22,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
+import sys
 import traceback
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -177,12 +181,23 @@ def dead_by_solution(pattern: str, scenario: Scenario) -> dict | None:
 
 
 def _short_traceback() -> str:
-    """The error and the frames of the candidate's own file (not pyspark's or the lab's)."""
+    """The frames of the candidate's own file (not pyspark's or the lab's), then the error in one line."""
     lines = traceback.format_exc().rstrip().splitlines()
     frames = [i for i, line in enumerate(lines) if line.startswith('  File "')]
     own = [i for i in frames if "/site-packages/" not in lines[i] and "/joinlab/" not in lines[i]]
     shown = [line for i in (own[-2:] if own else frames[-1:]) for line in lines[i:i + 2]]
-    return "\n".join(shown + lines[-1:])
+    return "\n".join(shown + [_one_line(sys.exc_info()[1])])
+
+
+def _one_line(error: BaseException) -> str:
+    """`Type: message`, the message's first line. Spark's AnalysisException ends that line with ";"
+    and appends the whole query plan; of the plan, only its first line follows: the operator Spark
+    refused (e.g. the join, with the condition as Spark reads it), less Spark's expression ids."""
+    text = str(error).strip().splitlines() or [""]
+    line = f"{type(error).__name__}: {text[0]}" if text[0] else type(error).__name__
+    if text[0].endswith(";") and len(text) > 1:
+        line += " in " + re.sub(r"#\d+L?", "", text[1].lstrip("~ "))
+    return line
 
 
 def describe(outcome: Outcome, key_name: str) -> list[str]:
