@@ -128,9 +128,10 @@ SLICE_S = 10  # one generator call per slice, each with its own seed and later e
 # that no slice lands exactly tweet views' retention (30 days) or its state bound (60) from another.
 SLICE_SHIFT = timedelta(days=2) - timedelta(minutes=1)
 VERSION_STEP = 1_000_000  # versions and seqs of a slice come after every earlier slice's (a slice has fewer)
-# The population (`--keys fixed`): ids of what a pattern keeps per key for good. Every other `*_id`
-# (tweets, sessions, transactions, events) is new in every slice.
-ENTITY_IDS = frozenset({"user_id", "car_id", "zone_id", "to_zone_id", "lottery_id"})
+# The population (`--keys fixed`): ids of what a pattern keeps per key for good, and the ads whose
+# impressions keep coming. Every other `*_id` (tweets, sessions, transactions, events, impressions,
+# clicks) is new in every slice.
+ENTITY_IDS = frozenset({"user_id", "car_id", "zone_id", "to_zone_id", "lottery_id", "ad_id"})
 
 
 def _generate(pattern: str, bootstrap: str, rate: float, slices: int, fixed: bool, stop: threading.Event,

@@ -6,11 +6,15 @@ import os
 import signal
 import subprocess
 import sys
+import time
+from datetime import datetime, timezone
 
 from joinlab.topics import create_topics, producer
 from tests.conftest import ROOT, wait_for
 
-BASE_MS = 1_790_000_000_000  # 2026-09-21 14:13:20 UTC
+# Kafka times within the embedded broker's retention (24 hours, checked every minute): a fixed day
+# in the past would be deleted while a test reads it. A whole minute, an hour ago.
+BASE_MS = (int(time.time()) // 60 - 60) * 60_000
 
 
 def joinlab(bootstrap: str, *args: str, **kwargs):
@@ -56,7 +60,8 @@ def test_tail_prints_the_last_n_records_across_partitions_with_their_place_time_
     # the newest three by Kafka time: i = 7, 8, 9 on partitions 1, 2, 0 (each the partition's 3rd/4th record)
     assert shown(done.stdout) == [("views", 1, 2, "k7"), ("views", 2, 2, "k8"), ("views", 0, 3, "k9")]
     first = done.stdout.split("\n")[:4]
-    assert first[0] == "views  partition 1  offset 2  2026-09-21 14:13:27.000 UTC  key k7"
+    at = datetime.fromtimestamp((BASE_MS + 7000) / 1000, timezone.utc).strftime("%Y-%m-%d %H:%M:%S.000 UTC")
+    assert first[0] == f"views  partition 1  offset 2  {at}  key k7"
     assert json.loads("\n".join(first[1:4])) == {"i": 7}  # the value, pretty-printed
     everything = joinlab(bootstrap, "tail", "views", "--from-beginning", "--compact")
     assert [key for *_, key in shown(everything.stdout)] == [f"k{i}" for i in range(10)]
