@@ -23,6 +23,7 @@ from types import SimpleNamespace
 import pytest
 
 from joinlab.broker import bindable, free_port
+from joinlab.patterns import PATTERNS
 from joinlab.stack import procs, settings
 from tests.conftest import wait_for
 
@@ -200,7 +201,7 @@ def test_up_starts_every_service_healthy_and_prints_the_urls(stack):
     env = stack.env
     for shown in (stack.bootstrap, f"spark://127.0.0.1:{port_of(env, 'master')}", stack.master_ui,
                   f"http://127.0.0.1:{port_of(env, 'worker-ui')}", f"{stack.jupyter}/lab?token={stack.token}",
-                  stack.lookup, str(stack.home / "run" / "lookup.token"), "joinlab run tweet-views",
+                  stack.lookup, str(stack.home / "run" / "lookup.token"), f"joinlab run {next(iter(PATTERNS))}",
                   "Spark UI of a job http://127.0.0.1:4040"):
         assert shown in stack.out
     assert stat.S_IMODE((stack.home.parent / ".env").stat().st_mode) == 0o600
