@@ -296,6 +296,29 @@ def valid_events(records, schemas: list[EventSchema]):
             yield schema, event
 
 
+def join_watermarks(batches, schemas: list[EventSchema], delay_ms: int) -> tuple[list[tuple], int | None]:
+    """Spark's watermark as a stream-stream join of the `schemas`' topics meets each valid event of
+    `batches` (lists of records, in order, each read as one micro-batch): ([(batch number, schema,
+    event, event time in us, the watermark in us or None)], the watermark after the last batch).
+    A micro-batch runs with the watermark of the ones before it: per side the newest event time (in
+    ms, as Spark keeps it) minus the delay, the smaller of the sides' (Spark's default policy), and
+    0 (None here) until every side has had an event, so nothing is late before that."""
+    newest: dict[str, int] = {}  # side -> newest event time (ms) of the micro-batches before
+
+    def mark() -> int | None:
+        return (min(newest.values()) - delay_ms) * 1000 if len(newest) == len(schemas) else None
+    out = []
+    for number, batch in enumerate(batches):
+        before, seen = mark(), {}
+        for schema, event in valid_events(batch, schemas):
+            t_us = micros(event["event_time"])
+            out.append((number, schema, event, t_us, before))
+            seen[schema.topic] = max(seen.get(schema.topic, t_us // 1000), t_us // 1000)
+        for side, t_ms in seen.items():
+            newest[side] = max(newest.get(side, t_ms), t_ms)
+    return out, mark()
+
+
 def produced_at(record) -> int | None:
     """A record's Kafka timestamp where it has one (read back from a topic), else None (a
     generator's record, not produced yet)."""

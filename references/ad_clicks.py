@@ -22,11 +22,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
-from joinlab.events import micros, produced_at, validate
+from joinlab.events import join_watermarks
 from jobs.ad_clicks.given import ATTRIBUTION, DELAY
 from jobs.ad_clicks.job import CLICKS, IMPRESSIONS, actual, version, view  # noqa: F401 (the output contract)
 
-SCHEMAS = {IMPRESSIONS.topic: IMPRESSIONS, CLICKS.topic: CLICKS}
 _MICRO = timedelta(microseconds=1)
 DELAY_US, ATTRIBUTION_US = DELAY // _MICRO, ATTRIBUTION // _MICRO
 
@@ -48,32 +47,13 @@ class Arrival:
 def arrivals(records: list) -> tuple[list[Arrival], int | None]:
     """Every valid event in arrival order with the watermark it met, and the final watermark (us).
     Arrival is the Kafka timestamp where a record has one (records read back from topics), else its
-    position (a generator's records); records of one timestamp arrive together, none before another."""
-    found = []
+    position (a generator's records); records of one timestamp arrive together, none before another,
+    as one micro-batch."""
+    groups: dict[int, list] = {}
     for index, record in enumerate(records):
-        schema = SCHEMAS.get(record.topic)
-        event = validate(schema, record.value, produced_at(record))[0] if schema else None
-        if event is not None:
-            found.append((getattr(record, "timestamp_ms", index), record.topic, event))
-    found.sort(key=lambda item: item[0])  # stable: a topic's order is kept within one timestamp
-    newest: dict[str, int] = {}  # side -> newest event time (ms, as Spark keeps it) of the groups before this one
-    group, group_newest, out = None, {}, []
-    for arrival, topic, event in found:
-        if arrival != group:
-            for side, t in group_newest.items():
-                newest[side] = max(newest.get(side, t), t)
-            group, group_newest = arrival, {}
-        t_us = micros(event["event_time"])
-        group_newest[topic] = max(group_newest.get(topic, t_us // 1000), t_us // 1000)
-        out.append(Arrival(topic, event, t_us, _watermark(newest)))
-    for side, t in group_newest.items():
-        newest[side] = max(newest.get(side, t), t)
-    return out, _watermark(newest)
-
-
-def _watermark(newest_ms: dict[str, int]) -> int | None:
-    """Spark counts a side with no events yet as a watermark of 0: none moves before both sides have events."""
-    return min(newest_ms.values()) * 1000 - DELAY_US if len(newest_ms) == len(SCHEMAS) else None
+        groups.setdefault(getattr(record, "timestamp_ms", index), []).append(record)
+    found, final = join_watermarks([groups[t] for t in sorted(groups)], [IMPRESSIONS, CLICKS], DELAY_US // 1000)
+    return [Arrival(schema.topic, event, t_us, mark) for _, schema, event, t_us, mark in found], final
 
 
 def expected(records: list) -> dict[int, dict]:

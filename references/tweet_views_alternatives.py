@@ -38,7 +38,7 @@ from pyspark.sql import functions as F
 
 from joinlab import microbatch
 from joinlab.config import duration_ms
-from joinlab.events import micros, moment, parse_events, valid_events
+from joinlab.events import join_watermarks, micros, moment, parse_events, valid_events
 from joinlab.in_memory import last_by_version
 from jobs.tweet_views import job
 from jobs.tweet_views.job import DEAD_LETTERS_TOPIC, TWEETS, TWEETS_TOPIC, USERS, USERS_TOPIC, VIEWS_TOPIC
@@ -160,22 +160,10 @@ class Arrival:
 
 
 def arrivals(batches: list[list], watermark_ms: int) -> list[Arrival]:
-    """Every valid event with the watermark it met. Spark's watermark for a micro-batch comes from
-    the ones before it: per side the newest event time seen (in ms) minus the delay, the smaller of
-    the two sides' (its default policy), and 0 while a side has had no event, so that nothing is
-    late before both sides have events."""
-    newest: dict[str, int] = {}  # side -> newest event time (ms) of the micro-batches before
-    out = []
-    for number, batch in enumerate(batches):
-        mark_us = (min(newest.values()) - watermark_ms) * 1000 if len(newest) == 2 else None
-        seen: dict[str, int] = {}
-        for schema, event in valid_events(batch, [USERS, TWEETS]):
-            t_us = micros(event["event_time"])
-            out.append(Arrival(schema.topic, event, number, t_us, mark_us))
-            seen[schema.topic] = max(seen.get(schema.topic, t_us // 1000), t_us // 1000)
-        for side, t_ms in seen.items():
-            newest[side] = max(newest.get(side, t_ms), t_ms)
-    return out
+    """Every valid event with the watermark its micro-batch ran with (joinlab.events.join_watermarks:
+    Spark's, so that nothing is late before both sides have events)."""
+    found, _ = join_watermarks(batches, [USERS, TWEETS], watermark_ms)
+    return [Arrival(schema.topic, event, number, t_us, mark) for number, schema, event, t_us, mark in found]
 
 
 def predicted(batches: list[list], spec: Join) -> dict[int, dict]:
