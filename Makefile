@@ -29,8 +29,9 @@ $(STAMP): pyproject.toml joinlab/jars.py
 	$(PY) -m joinlab.jars
 	@rm -f $(VENV)/.installed-* && touch $@
 
-install: $(STAMP) ## Create .venv, install the lab, fetch Kafka and Spark's connector with Maven (runs by itself before every target)
+install: $(STAMP) ## Create .venv, install the lab, fetch Kafka and Spark's connector with Maven, make Spark's class archive (runs by itself before every target)
 	@$(PY) -m joinlab.jars --check >/dev/null 2>&1 || $(PY) -m joinlab.jars
+	@$(PY) -m joinlab.class_archive --check >/dev/null 2>&1 || $(PY) -m joinlab.class_archive
 
 check-java: ## Check that Java 17+ is on PATH (Spark needs it)
 	@bash scripts/check-java.sh

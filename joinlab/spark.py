@@ -11,7 +11,7 @@ from pyspark import SparkContext
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import DataStreamWriter
 
-from joinlab import jars, logs
+from joinlab import class_archive, jars, logs
 from joinlab.config import lab_home, malloc_arenas, shuffle_partitions
 from joinlab.stack.services import running_master_url
 
@@ -68,8 +68,9 @@ def driver_java_options(master: str) -> str:
 
 
 def jvm_options(*more: str) -> str:
-    """The options of every JVM of a session (its logging, JVM_OPTIONS), then `more`."""
-    return " ".join([logs.java_options(lab_home()), JVM_OPTIONS, *more])
+    """The options of every JVM of a session (its logging, JVM_OPTIONS, Spark's classes from the
+    shared archive: joinlab.class_archive), then `more`."""
+    return " ".join(filter(None, [logs.java_options(lab_home()), JVM_OPTIONS, class_archive.java_options(), *more]))
 
 
 def spark_master() -> str:

@@ -7,6 +7,7 @@ token -> idempotent -> a job on the master -> a background generator -> `down` l
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -22,6 +23,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from joinlab import class_archive
 from joinlab.broker import bindable, free_port
 from joinlab.patterns import PATTERNS
 from joinlab.stack import procs, settings
@@ -388,16 +390,21 @@ def test_a_generator_runs_in_the_background_and_logs(stack):
     assert unknown.returncode == 2 and "spark-master" in unknown.stderr
 
 
+SPARK_JVM = re.compile(r"SparkSubmit|CoarseGrainedExecutorBackend|deploy\.master\.Master|deploy\.worker\.Worker")
+
+
 class MemoryWatch:
     """The lab's memory budget (docs/operations.md#memory): the PSS of every process of the stack,
     the terminal job and the notebook's kernel (with its driver JVM), summed as perf.memory sums it,
     sampled every second while the notebook runs; `check()` fails when the largest sum exceeds
-    perf.memory.BUDGET, with the table of that sample."""
+    perf.memory.BUDGET, with the table of that sample, or when a Spark JVM seen runs without the
+    shared class archive (joinlab.class_archive)."""
 
     def __init__(self, stack, job_pid: int, kernel_manager):
         import threading
         self.stack, self.job_pid, self.km = stack, job_pid, kernel_manager
         self.peak: dict = {}
+        self.spark_jvms: dict[int, tuple[str, bool]] = {}  # pid -> (its kind, whether it maps the class archive)
         self.done = threading.Event()
         self.thread = threading.Thread(target=self._watch, daemon=True)
 
@@ -409,11 +416,18 @@ class MemoryWatch:
         return extra
 
     def _watch(self) -> None:
-        from perf.memory import sample, total
+        from perf.memory import leaders, sample, total
+        archive = str(class_archive.path())
         while not self.done.wait(1.0):
             table = sample(self.stack.home, self._extra())
             if not self.peak or total(table)[1] > total(self.peak)[1]:
                 self.peak = table
+            for pid in procs.tree(list(leaders(self.stack.home, self._extra()).values())):
+                what = SPARK_JVM.search(_cmdline(pid))
+                with contextlib.suppress(OSError):  # ended since
+                    if what:  # seen again until it maps the archive: a JVM maps it within its first moments
+                        mapped = archive in Path(f"/proc/{pid}/maps").read_text()
+                        self.spark_jvms[pid] = (what.group(), mapped or self.spark_jvms.get(pid, ("", False))[1])
 
     def __enter__(self):
         self.thread.start()
@@ -431,6 +445,9 @@ class MemoryWatch:
             "the terminal job's driver JVM runs without the cluster driver's options"
         environ = Path(f"/proc/{drivers[0]}/environ").read_bytes().split(b"\0")
         assert b"MALLOC_ARENA_MAX=2" in environ, "the driver JVM runs with glibc's own malloc arenas"
+        assert len(self.spark_jvms) >= 6, f"a master, a worker, two drivers and two executors: {self.spark_jvms}"
+        unshared = [what for what, mapped in self.spark_jvms.values() if not mapped]
+        assert not unshared, f"Spark JVMs without the class archive {class_archive.path()}: {unshared}"
         assert self.peak, "no sample of the lab's memory was taken"
         assert any(key.startswith("notebook kernel driver JVM") for key in self.peak), self.peak
         rss, pss = total(self.peak)

@@ -16,6 +16,7 @@ import urllib.request
 from pathlib import Path
 
 import joinlab.stack.procs as procs
+from joinlab import class_archive
 from joinlab.config import jvm_env, lab_home
 from joinlab.lookup.client import health_problem
 from joinlab.lookup.config import token_file
@@ -89,9 +90,11 @@ def tail(path: str, lines: int, indent: str = "  ") -> str:
 
 def daemon_env() -> dict[str, str]:
     """The master's and the worker's: they schedule and serve a UI, they compute nothing, so a small
-    heap that starts small, serial GC and C1 only (docs/operations.md#memory)."""
-    return {**base_env(), "SPARK_DAEMON_MEMORY": setting("SPARK_DAEMON_MEMORY", "192m"), "SPARK_DAEMON_JAVA_OPTS":
-            setting("SPARK_DAEMON_JAVA_OPTS", "-Xms32m -XX:+UseSerialGC -XX:TieredStopAtLevel=1")}
+    heap that starts small, serial GC and C1 only, and Spark's classes from the shared archive
+    (joinlab.class_archive; docs/operations.md#memory)."""
+    options = setting("SPARK_DAEMON_JAVA_OPTS", "-Xms32m -XX:+UseSerialGC -XX:TieredStopAtLevel=1")
+    return {**base_env(), "SPARK_DAEMON_MEMORY": setting("SPARK_DAEMON_MEMORY", "192m"),
+            "SPARK_DAEMON_JAVA_OPTS": " ".join(filter(None, [options, class_archive.java_options()]))}
 
 
 def start_master() -> Service:

@@ -1,0 +1,165 @@
+"""Spark's classes parsed once, into a file every Spark JVM of the lab maps: HotSpot's class data
+sharing (CDS), as a dynamic archive on top of the JDK's own.
+
+    python -m joinlab.class_archive            # make install runs it: makes the archive when missing
+    python -m joinlab.class_archive --check    # exit 1 (and say what to run) when it is missing
+
+A Spark JVM loads tens of thousands of classes. Without an archive each driver, executor, master
+and worker parses them into a metaspace of its own, a third of its memory, and spends seconds doing
+it at every start. With one, the classes' parsed form is mapped from the file: pages the JVMs share,
+and a session starts sooner (docs/operations.md#memory, docs/benchmarks.md).
+
+The archive is made by a local session with -XX:ArchiveClassesAtExit, which runs each registered
+pattern's query (joinlab.microbatch, no broker) on a few generated records, so that what the jobs
+load is in it. It fits one Java and one set of Spark jars, and every Spark JVM of the lab starts
+with the same class path: its name holds a fingerprint of the JDK and the jars, so a JVM of another
+Java or another Spark finds no archive and starts without one, never with a wrong one. It is mapped
+at the address it was made for (AT_ITS_ADDRESS), without the randomisation Java applies by default,
+or nothing would be shared; the lab's JVMs listen on 127.0.0.1 only (docs/operations.md#memory).
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from joinlab.jars import spark_version
+
+# Map the archive at the address it was made for. Java 17's later updates map it elsewhere by
+# default (address space randomisation for class metadata), which rewrites every pointer in it: each
+# JVM then holds a private copy of the whole archive, and nothing is shared (docs/benchmarks.md).
+AT_ITS_ADDRESS = "-XX:+UnlockDiagnosticVMOptions -XX:ArchiveRelocationMode=0"
+# The dumping JVM's list of the classes it cannot archive (signed jars, generated classes): noise.
+QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
+
+
+def java() -> Path | None:
+    """The java Spark's launcher runs: $JAVA_HOME/bin/java, else the one on PATH."""
+    home = os.environ.get("JAVA_HOME")
+    found = str(Path(home, "bin", "java")) if home else shutil.which("java")
+    return Path(found).resolve() if found and Path(found).exists() else None
+
+
+def _spark_jars() -> Path:
+    from joinlab.stack.services import spark_home
+    return Path(spark_home(), "jars")
+
+
+def fingerprint() -> str | None:
+    """Of the JDK (its release file and libjvm) and of Spark's jars (names, sizes, times): what the
+    JVM checks an archive against. None without a java."""
+    binary = java()
+    if binary is None:
+        return None
+    home = binary.parent.parent
+    digest = hashlib.sha256(str(binary).encode())
+    for part in (home / "release", *sorted(home.glob("lib/server/libjvm.so"))):
+        if part.exists():
+            stat = part.stat()
+            digest.update(f"{part}:{stat.st_size}:{stat.st_mtime_ns}".encode())
+    for jar in sorted(_spark_jars().glob("*.jar")):
+        stat = jar.stat()
+        digest.update(f"{jar.name}:{stat.st_size}:{stat.st_mtime_ns}".encode())
+    return digest.hexdigest()[:16]
+
+
+def folder() -> Path:
+    """Beside the installed PySpark, whose jars it is made from: in the venv (the image's Python in Compose)."""
+    return Path(sys.prefix) / "share" / "joinlab" / "class-archive"
+
+
+def path() -> Path | None:
+    """Where the archive of this Java and these jars is (or goes); None without a java."""
+    found = fingerprint()
+    return folder() / f"spark-{spark_version()}-{found}.jsa" if found else None
+
+
+def java_options() -> str:
+    """The options that map the archive, for every Spark JVM of the lab; empty while there is none."""
+    archive = path()
+    if not (archive and archive.is_file()):
+        return ""
+    return f"-XX:SharedArchiveFile={archive} {AT_ITS_ADDRESS}"
+
+
+def make(log=print) -> Path:
+    """Make the archive (a local session that runs every registered pattern's query), unless it is
+    there; the archives of other Javas or jars go."""
+    archive = path()
+    if archive is None:
+        raise SystemExit("no java found (JAVA_HOME or PATH): Spark needs Java 17+, see `make check-java`")
+    if archive.is_file():
+        return archive
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    began = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="making-", dir=archive.parent) as tmp:
+        dumped = Path(tmp, archive.name)
+        env = {**os.environ, "SPARK_MASTER": "local[2]"}
+        done = subprocess.run([sys.executable, "-m", "joinlab.class_archive", "--train", str(dumped)],
+                              check=False, env=env, capture_output=True, text=True)
+        if done.returncode != 0:
+            tail = "\n".join((done.stdout + done.stderr).splitlines()[-20:])
+            raise SystemExit(f"the class archive could not be made (Spark's JVMs would start without one):\n{tail}")
+        for old in archive.parent.glob("*.jsa"):
+            old.unlink()
+        dumped.chmod(0o444)
+        dumped.rename(archive)
+    log(f"class archive: {archive} ({archive.stat().st_size >> 20} MiB, made in {time.monotonic() - began:.0f} s)")
+    return archive
+
+
+def train(dump_to: Path) -> None:
+    """A local session whose JVM dumps the classes it loaded to `dump_to` when it exits: it runs each
+    registered pattern's query on two micro-batches of generated records, exits, and then a JVM must
+    accept the archive. A JVM given a truncated archive crashes at start, so a dump that did not
+    finish, or that a JVM refuses, fails here and is never put in place."""
+    from pyspark import SparkContext
+
+    from joinlab import microbatch, patterns
+    from joinlab import spark as lab_spark
+
+    options = f"{lab_spark.driver_java_options('local')} -XX:ArchiveClassesAtExit={dump_to} {QUIET}"
+    session = lab_spark.session("class-archive", **{"spark.driver.extraJavaOptions": options})
+    system = session._jvm.java.lang.System
+    binary, classpath = Path(system.getProperty("java.home"), "bin", "java"), system.getProperty("java.class.path")
+    for name in patterns.PATTERNS:
+        if patterns.job(name).LOOKUP is not None:
+            continue  # its job asks the lookup service, which no install runs
+        records = patterns.generator(name).generate(1, 60)
+        microbatch.run(session, patterns.job(name).build, [records[:30], records[30:]])
+    lab_spark.stop(session)
+    jvm = SparkContext._gateway.proc
+    jvm.stdin.close()  # PySpark's JVM exits when its stdin closes, and dumps on its way out
+    if jvm.wait(timeout=600) != 0 or not dump_to.is_file():
+        raise SystemExit(f"the JVM exited with {jvm.returncode} and wrote no archive")
+    check = subprocess.run([str(binary), "-Xshare:on", f"-XX:SharedArchiveFile={dump_to}", *AT_ITS_ADDRESS.split(),
+                            "-cp", classpath, "-version"], check=False, capture_output=True, text=True, timeout=120)
+    if check.returncode != 0:
+        raise SystemExit(f"a JVM refused the archive it made: {(check.stderr + check.stdout)[-500:]}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m joinlab.class_archive", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 when this Java's and these jars' archive is missing")
+    parser.add_argument("--train", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.train:
+        train(args.train)
+        return 0
+    if args.check:
+        if java_options():
+            return 0
+        print(f"no class archive for this Java and these Spark jars at {path()}: run `make install`", file=sys.stderr)
+        return 1
+    make()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

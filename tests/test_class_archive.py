@@ -1,0 +1,51 @@
+"""Spark's classes from one shared archive (joinlab.class_archive): it fits one Java and one set of
+jars, and a session's JVM maps it. Every JVM of the native stack maps it too: tests/test_lab_stack.py."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from joinlab import class_archive
+from joinlab import spark as lab_spark
+
+
+@pytest.fixture
+def jars(tmp_path, monkeypatch):
+    """A Spark jars folder of our own, and the archives' folder in tmp_path."""
+    folder = tmp_path / "spark-jars"
+    folder.mkdir()
+    (folder / "spark-core.jar").write_bytes(b"core")
+    monkeypatch.setattr(class_archive, "_spark_jars", lambda: folder)
+    monkeypatch.setattr(class_archive, "folder", lambda: tmp_path / "archives")
+    return folder
+
+
+def test_an_archive_is_named_by_its_java_and_jars_and_used_only_once_made(jars, monkeypatch):
+    archive = class_archive.path()
+    assert archive.parent == jars.parent / "archives"
+    assert class_archive.java_options() == "", "no option while the archive is not made"
+    archive.parent.mkdir(parents=True)
+    archive.write_bytes(b"made")
+    assert class_archive.java_options() == f"-XX:SharedArchiveFile={archive} {class_archive.AT_ITS_ADDRESS}"
+    assert class_archive.java_options() in lab_spark.jvm_options()
+    (jars / "spark-core.jar").write_bytes(b"core, another build")  # another Spark: another archive
+    assert class_archive.path() != archive and class_archive.java_options() == ""
+    monkeypatch.setenv("JAVA_HOME", str(jars.parent / "no-jdk"))  # another Java (here none): none
+    assert class_archive.path() is None and class_archive.java_options() == ""
+
+
+def test_check_says_what_to_run_when_the_archive_is_missing(jars, capsys):
+    assert class_archive.main(["--check"]) == 1
+    assert "make install" in capsys.readouterr().err
+
+
+@pytest.mark.spark
+def test_a_sessions_jvm_maps_the_archive_make_install_made(spark):
+    archive = class_archive.path()
+    assert archive.is_file(), f"no class archive at {archive}: `make install` makes it"
+    pid = spark.sparkContext._jvm.ProcessHandle.current().pid()
+    maps = Path(f"/proc/{pid}/maps").read_text()
+    assert str(archive) in maps, "the session's JVM runs without the class archive (the JVM refused it?)"
+    assert os.stat(archive).st_size > 50 << 20, "an archive of Spark's classes is tens of MiB"
