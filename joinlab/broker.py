@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from joinlab import jars
-from joinlab.config import jvm_env, lab_home
+from joinlab.config import java, jvm_env, lab_home
 
 HOST = "127.0.0.1"
 # A disk budget per partition, whatever the rate or the hours a generator runs (docs/kafka.md).
@@ -80,16 +80,15 @@ def answers_as(bootstrap: str, cluster_id: str | None, timeout_s: float = 2.0) -
 
 def _java(data_dir: Path) -> list[str]:
     """The start of every command the broker runs: java, with the log settings and Kafka's jars."""
-    home = os.environ.get("JAVA_HOME")
-    found = str(Path(home, "bin", "java")) if home else shutil.which("java")
-    if not found or not Path(found).exists():
+    found = java()
+    if found is None:
         raise BrokerError("No Java to run Kafka: install Java 17+ (make check-java says how), or set "
                           "KAFKA_BOOTSTRAP_SERVERS to a running Kafka.")
     try:
         classpath = os.pathsep.join(map(str, jars.jars(jars.kafka_bundle())))
     except jars.JarsError as exc:
         raise BrokerError(f"{exc} Or set KAFKA_BOOTSTRAP_SERVERS to a running Kafka.") from exc
-    return [found, f"-Dlog4j2.configurationFile={data_dir / 'log4j2.properties'}", "-cp", classpath]
+    return [str(found), f"-Dlog4j2.configurationFile={data_dir / 'log4j2.properties'}", "-cp", classpath]
 
 
 def _properties(data_dir: Path, port: int, controller_port: int) -> str:

@@ -22,13 +22,13 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from joinlab.config import java
 from joinlab.jars import spark_version
 
 # Map the archive at the address it was made for. Java 17's later updates map it elsewhere by
@@ -39,13 +39,6 @@ AT_ITS_ADDRESS = "-XX:+UnlockDiagnosticVMOptions -XX:ArchiveRelocationMode=0"
 QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 
 
-def java() -> Path | None:
-    """The java Spark's launcher runs: $JAVA_HOME/bin/java, else the one on PATH."""
-    home = os.environ.get("JAVA_HOME")
-    found = str(Path(home, "bin", "java")) if home else shutil.which("java")
-    return Path(found).resolve() if found and Path(found).exists() else None
-
-
 def _spark_jars() -> Path:
     from joinlab.stack.services import spark_home
     return Path(spark_home(), "jars")
@@ -54,9 +47,10 @@ def _spark_jars() -> Path:
 def fingerprint() -> str | None:
     """Of the JDK (its release file and libjvm) and of Spark's jars (names, sizes, times): what the
     JVM checks an archive against. None without a java."""
-    binary = java()
-    if binary is None:
+    found = java()
+    if found is None:
         return None
+    binary = found.resolve()
     home = binary.parent.parent
     digest = hashlib.sha256(str(binary).encode())
     for part in (home / "release", *sorted(home.glob("lib/server/libjvm.so"))):

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 from pathlib import Path
 
 
@@ -11,6 +12,14 @@ def lab_home() -> Path:
     path = Path(os.environ.get("LAB_HOME", ".lab")).resolve()
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def java() -> Path | None:
+    """The java the lab's JVMs run, as Spark's launcher finds it: $JAVA_HOME/bin/java, else the one on
+    PATH; None when there is none."""
+    home = os.environ.get("JAVA_HOME")
+    found = str(Path(home, "bin", "java")) if home else shutil.which("java")
+    return Path(found) if found and Path(found).exists() else None
 
 
 def jvm_env(env: dict[str, str] | None = None) -> dict[str, str]:
