@@ -1,13 +1,13 @@
-"""Spark's classes parsed once, into a file every Spark JVM of the lab maps: HotSpot's class data
-sharing (CDS), as a dynamic archive on top of the JDK's own.
+"""Spark's classes parsed once, into a file every Spark JVM of the native stack maps: HotSpot's
+class data sharing (CDS), as a dynamic archive on top of the JDK's own.
 
     python -m joinlab.class_archive            # make install runs it: makes the archive when missing
     python -m joinlab.class_archive --check    # exit 1 (and say what to run) when it is missing
 
 A Spark JVM loads tens of thousands of classes. Without an archive each driver, executor, master
 and worker parses them into a metaspace of its own, a third of its memory, and spends seconds doing
-it at every start. With one, the classes' parsed form is mapped from the file: pages the JVMs share,
-and a session starts sooner (docs/operations.md#memory, docs/benchmarks.md).
+it at every start. With one, the classes' parsed form is mapped from the file: pages the stack's
+JVMs share (docs/operations.md#memory). A local session runs without it (joinlab.spark).
 
 The archive is made by a local session with -XX:ArchiveClassesAtExit, which runs each registered
 pattern's query (joinlab.microbatch, no broker) on a few generated records, so that what the jobs
@@ -75,7 +75,7 @@ def path() -> Path | None:
 
 
 def java_options() -> str:
-    """The options that map the archive, for every Spark JVM of the lab; empty while there is none."""
+    """The options that map the archive, for the stack's Spark JVMs; empty while there is none."""
     archive = path()
     if not (archive and archive.is_file()):
         return ""

@@ -62,15 +62,25 @@ def memory_conf(master: str) -> dict[str, str]:
             "spark.executorEnv.MALLOC_ARENA_MAX": malloc_arenas(), **UI_STORE_CONF}
 
 
+# Spark's classes from one archive (joinlab.class_archive) on a cluster only, where it is shared by
+# the stack's six JVMs and keeps the lab within its memory budget. A local session has no one to
+# share it with, and in `make bench`'s long local session the steady rates were lower with it
+# (docs/benchmarks.md).
 def driver_java_options(master: str) -> str:
-    """The driver JVM's options: the lab's, and on a cluster its heap ratios and C1 only."""
-    return jvm_options(*([] if master.startswith("local") else [CLUSTER_JVM_OPTIONS, CLUSTER_DRIVER_OPTIONS]))
+    """The driver JVM's options: the lab's, and on a cluster its heap ratios, C1 only and Spark's
+    classes from the archive the stack's JVMs share."""
+    return jvm_options(*([] if master.startswith("local") else
+                         [CLUSTER_JVM_OPTIONS, CLUSTER_DRIVER_OPTIONS, class_archive.java_options()]))
+
+
+def executor_java_options() -> str:
+    """An executor's (on a cluster only): the lab's, its heap ratios, the stack's shared class archive."""
+    return jvm_options(CLUSTER_JVM_OPTIONS, class_archive.java_options())
 
 
 def jvm_options(*more: str) -> str:
-    """The options of every JVM of a session (its logging, JVM_OPTIONS, Spark's classes from the
-    shared archive: joinlab.class_archive), then `more`."""
-    return " ".join(filter(None, [logs.java_options(lab_home()), JVM_OPTIONS, class_archive.java_options(), *more]))
+    """The options of every JVM of a session (its logging, JVM_OPTIONS), then `more`."""
+    return " ".join(filter(None, [logs.java_options(lab_home()), JVM_OPTIONS, *more]))
 
 
 def spark_master() -> str:
@@ -106,7 +116,7 @@ def session(app_name: str = "stream-join-lab", **conf: str) -> SparkSession:
                .config("spark.sql.chunkBase64String.enabled", "false")
                .config("spark.python.daemon.module", "joinlab.pyworkers")
                .config("spark.driver.extraJavaOptions", driver_java_options(master))
-               .config("spark.executor.extraJavaOptions", jvm_options(CLUSTER_JVM_OPTIONS))  # on a cluster only
+               .config("spark.executor.extraJavaOptions", executor_java_options())  # on a cluster only
                .config(map={**connector_conf(), **conf}))
     starts_jvm = SparkContext._active_spark_context is None
     with logs.filter_stderr() if starts_jvm else contextlib.nullcontext():

@@ -1,8 +1,9 @@
 """Spark's classes from one shared archive (joinlab.class_archive): it fits one Java and one set of
-jars, and a session's JVM maps it. Every JVM of the native stack maps it too: tests/test_lab_stack.py."""
+jars, on a cluster only, and a JVM accepts the one `make install` made. Every Spark JVM of the native
+stack maps it: tests/test_lab_stack.py."""
 from __future__ import annotations
 
-import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -29,7 +30,9 @@ def test_an_archive_is_named_by_its_java_and_jars_and_used_only_once_made(jars, 
     archive.parent.mkdir(parents=True)
     archive.write_bytes(b"made")
     assert class_archive.java_options() == f"-XX:SharedArchiveFile={archive} {class_archive.AT_ITS_ADDRESS}"
-    assert class_archive.java_options() in lab_spark.jvm_options()
+    cluster, local = lab_spark.driver_java_options("spark://127.0.0.1:7077"), lab_spark.driver_java_options("local[2]")
+    assert class_archive.java_options() in cluster and class_archive.java_options() in lab_spark.executor_java_options()
+    assert "SharedArchiveFile" not in local, "a local session runs without the archive (docs/operations.md#memory)"
     (jars / "spark-core.jar").write_bytes(b"core, another build")  # another Spark: another archive
     assert class_archive.path() != archive and class_archive.java_options() == ""
     monkeypatch.setenv("JAVA_HOME", str(jars.parent / "no-jdk"))  # another Java (here none): none
@@ -42,10 +45,12 @@ def test_check_says_what_to_run_when_the_archive_is_missing(jars, capsys):
 
 
 @pytest.mark.spark
-def test_a_sessions_jvm_maps_the_archive_make_install_made(spark):
+def test_the_archive_make_install_made_is_one_a_jvm_of_the_sessions_class_path_accepts(spark):
+    """-Xshare:on fails rather than start without it. The stack's JVMs map it: tests/test_lab_stack.py."""
     archive = class_archive.path()
     assert archive.is_file(), f"no class archive at {archive}: `make install` makes it"
-    pid = spark.sparkContext._jvm.ProcessHandle.current().pid()
-    maps = Path(f"/proc/{pid}/maps").read_text()
-    assert str(archive) in maps, "the session's JVM runs without the class archive (the JVM refused it?)"
-    assert os.stat(archive).st_size > 50 << 20, "an archive of Spark's classes is tens of MiB"
+    system = spark.sparkContext._jvm.java.lang.System
+    java, classpath = Path(system.getProperty("java.home"), "bin", "java"), system.getProperty("java.class.path")
+    done = subprocess.run([str(java), "-Xshare:on", *class_archive.java_options().split(), "-cp", classpath,
+                           "-version"], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr

@@ -404,7 +404,7 @@ class MemoryWatch:
         import threading
         self.stack, self.job_pid, self.km = stack, job_pid, kernel_manager
         self.peak: dict = {}
-        self.spark_jvms: dict[int, tuple[str, bool]] = {}  # pid -> (its kind, whether it maps the class archive)
+        self.spark_jvms: dict[int, tuple[str, bool]] = {}  # on the stack: pid -> (its kind, whether it maps the class archive)
         self.done = threading.Event()
         self.thread = threading.Thread(target=self._watch, daemon=True)
 
@@ -423,9 +423,14 @@ class MemoryWatch:
             if not self.peak or total(table)[1] > total(self.peak)[1]:
                 self.peak = table
             for pid in procs.tree(list(leaders(self.stack.home, self._extra()).values())):
-                what = SPARK_JVM.search(_cmdline(pid))
-                with contextlib.suppress(OSError):  # ended since
-                    if what:  # seen again until it maps the archive: a JVM maps it within its first moments
+                command = _cmdline(pid)
+                what = SPARK_JVM.search(command)
+                # a JVM of Spark's (not spark-class's shell, nor its launcher that writes the java command), on the
+                # stack: a local session runs without the archive
+                if (what and Path(command.split("\0")[0]).name == "java" and "launcher.Main" not in command
+                        and "spark.master=local" not in command):
+                    with contextlib.suppress(OSError):  # ended since
+                        # seen again until it maps the archive: a JVM maps it within its first moments
                         mapped = archive in Path(f"/proc/{pid}/maps").read_text()
                         self.spark_jvms[pid] = (what.group(), mapped or self.spark_jvms.get(pid, ("", False))[1])
 
@@ -446,7 +451,7 @@ class MemoryWatch:
         environ = Path(f"/proc/{drivers[0]}/environ").read_bytes().split(b"\0")
         assert b"MALLOC_ARENA_MAX=2" in environ, "the driver JVM runs with glibc's own malloc arenas"
         assert len(self.spark_jvms) >= 6, f"a master, a worker, two drivers and two executors: {self.spark_jvms}"
-        unshared = [what for what, mapped in self.spark_jvms.values() if not mapped]
+        unshared = [(pid, what, _cmdline(pid)[:300]) for pid, (what, mapped) in self.spark_jvms.items() if not mapped]
         assert not unshared, f"Spark JVMs without the class archive {class_archive.path()}: {unshared}"
         assert self.peak, "no sample of the lab's memory was taken"
         assert any(key.startswith("notebook kernel driver JVM") for key in self.peak), self.peak
