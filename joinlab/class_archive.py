@@ -64,7 +64,7 @@ def fingerprint() -> str | None:
 
 
 def folder() -> Path:
-    """Beside the installed PySpark, whose jars it is made from: in the venv (the image's Python in Compose)."""
+    """Beside the installed PySpark, whose jars it is made from: in the venv."""
     return Path(sys.prefix) / "share" / "joinlab" / "class-archive"
 
 
