@@ -132,10 +132,17 @@ def train(dump_to: Path) -> None:
     jvm.stdin.close()  # PySpark's JVM exits when its stdin closes, and dumps on its way out
     if jvm.wait(timeout=600) != 0 or not dump_to.is_file():
         raise SystemExit(f"the JVM exited with {jvm.returncode} and wrote no archive")
-    check = subprocess.run([str(binary), "-Xshare:on", f"-XX:SharedArchiveFile={dump_to}", *AT_ITS_ADDRESS.split(),
+    refused = refusal(dump_to, binary, classpath)
+    if refused:
+        raise SystemExit(f"a JVM refused the archive it made: {refused}")
+
+
+def refusal(archive: Path, binary: Path, classpath: str) -> str:
+    """What a JVM of this java and class path says when it refuses `archive` (-Xshare:on fails rather
+    than start without it); empty when it maps it."""
+    check = subprocess.run([str(binary), "-Xshare:on", f"-XX:SharedArchiveFile={archive}", *AT_ITS_ADDRESS.split(),
                             "-cp", classpath, "-version"], check=False, capture_output=True, text=True, timeout=120)
-    if check.returncode != 0:
-        raise SystemExit(f"a JVM refused the archive it made: {(check.stderr + check.stdout)[-500:]}")
+    return "" if check.returncode == 0 else (check.stderr + check.stdout)[-500:]
 
 
 def main(argv: list[str] | None = None) -> int:
