@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import secrets
 import subprocess
@@ -95,19 +94,32 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
-def sample(home: Path, extra: dict[str, int] | None = None) -> dict[str, tuple[int, int]]:
-    """'service part' -> (RSS, PSS) in bytes, every process of the lab counted once."""
-    table: dict[str, tuple[int, int]] = {}
+def processes(home: Path, extra: dict[str, int] | None = None) -> list[tuple[str, int, str, int, int]]:
+    """Every process of the lab once: ('service part', pid, command line, RSS, PSS), sizes in bytes."""
+    rows = []
     seen: set[int] = set()
     for name, pid in sorted(leaders(home, extra).items()):
         pids = procs.tree([pid]) - seen
         seen |= pids
-        for p in pids:
+        for p in sorted(pids):
             cmd, (rss, pss) = _cmdline(p), _sizes(p)
             key = " ".join([name, next((part for part, marker in PARTS if marker in cmd), "")]).strip()
-            old = table.get(key, (0, 0))
-            table[key] = (old[0] + rss, old[1] + pss)
+            rows.append((key, p, cmd, rss, pss))
+    return rows
+
+
+def summed(rows: list[tuple[str, int, str, int, int]]) -> dict[str, tuple[int, int]]:
+    """'service part' -> (RSS, PSS) in bytes, summed over `processes()`' rows."""
+    table: dict[str, tuple[int, int]] = {}
+    for key, _, _, rss, pss in rows:
+        old = table.get(key, (0, 0))
+        table[key] = (old[0] + rss, old[1] + pss)
     return table
+
+
+def sample(home: Path, extra: dict[str, int] | None = None) -> dict[str, tuple[int, int]]:
+    """'service part' -> (RSS, PSS) in bytes, every process of the lab counted once."""
+    return summed(processes(home, extra))
 
 
 def total(table: dict) -> tuple[int, int]:

@@ -404,6 +404,7 @@ class MemoryWatch:
         import threading
         self.stack, self.job_pid, self.km = stack, job_pid, kernel_manager
         self.peak: dict = {}
+        self.peak_rows: list = []  # the largest sample's processes (perf.memory.processes)
         self.spark_jvms: dict[int, tuple[str, bool]] = {}  # on the stack: pid -> (its kind, whether it maps the class archive)
         self.done = threading.Event()
         self.thread = threading.Thread(target=self._watch, daemon=True)
@@ -416,12 +417,13 @@ class MemoryWatch:
         return extra
 
     def _watch(self) -> None:
-        from perf.memory import leaders, sample, total
+        from perf.memory import leaders, processes, summed, total
         archive = str(class_archive.path())
         while not self.done.wait(1.0):
-            table = sample(self.stack.home, self._extra())
+            rows = processes(self.stack.home, self._extra())
+            table = summed(rows)
             if not self.peak or total(table)[1] > total(self.peak)[1]:
-                self.peak = table
+                self.peak, self.peak_rows = table, rows
             for pid in procs.tree(list(leaders(self.stack.home, self._extra()).values())):
                 command = _cmdline(pid)
                 what = SPARK_JVM.search(command)
@@ -442,6 +444,15 @@ class MemoryWatch:
         self.done.set()
         self.thread.join(timeout=30)
 
+    def jvms(self) -> str:
+        """The largest sample's JVMs one by one, an executor with its application: which JVMs the sum holds."""
+        lines = ["| JVM | pid | application | RSS / PSS, MiB |", "|---|---:|---|---:|"]
+        for key, pid, cmd, rss, pss in self.peak_rows:
+            if SPARK_JVM.search(cmd):
+                app = re.search(r"--app-id (\S+)", cmd)
+                lines.append(f"| {key} | {pid} | {app.group(1) if app else ''} | {rss >> 20} / {pss >> 20} |")
+        return "\n".join(lines)
+
     def check(self) -> None:
         from joinlab.spark import CLUSTER_DRIVER_OPTIONS
         from perf.memory import BUDGET, gib, markdown, total
@@ -456,7 +467,7 @@ class MemoryWatch:
         assert self.peak, "no sample of the lab's memory was taken"
         assert any(key.startswith("notebook kernel driver JVM") for key in self.peak), self.peak
         rss, pss = total(self.peak)
-        table = markdown({"c": self.peak})
+        table = markdown({"c": self.peak}) + "\n\n" + self.jvms()
         print(f"\nthe lab's memory with a job, a generator and a notebook (largest sample): PSS {gib(pss)}, "
               f"RSS {gib(rss)}\n{table}")
         assert pss <= BUDGET, (f"the lab's memory with a job, a generator and a notebook running: PSS {gib(pss)}, over "
