@@ -67,8 +67,13 @@ def delete_all_topics(bootstrap: str, timeout_s: float = 60) -> None:
         names = [t for t in admin.list_topics() if not t.startswith("__")]
         if names:
             admin.delete_topics(names)
-        wait_for(lambda: not [t for t in admin.list_topics() if not t.startswith("__")], timeout_s,
-                 "the earlier tests' topics to be deleted")
+        try:
+            wait_for(lambda: not [t for t in admin.list_topics() if not t.startswith("__")], timeout_s,
+                     "the earlier tests' topics to be deleted")
+        except AssertionError as failed:
+            # a consumer still reading a topic makes the broker create it again: name who could be reading
+            raise AssertionError(f"{failed}: still listed {sorted(t for t in admin.list_topics() if not t.startswith('__'))};"
+                                 f" this process's children: {children_of_this_process()}") from None
     finally:
         admin.close()
 
@@ -79,6 +84,33 @@ def spark():
     spark = session("tests")
     yield spark
     stop(spark)  # the lab's stop: the connector's producers close before the broker goes
+
+
+def children_of_this_process() -> list[str]:
+    """Every process the test session started and that still runs: pid and command line."""
+    from joinlab.stack import procs
+    found = procs.tree([os.getpid()]) - {os.getpid()}
+    lines = []
+    for pid in sorted(found):
+        with contextlib.suppress(OSError):
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            lines.append(f"{pid} {command[:200]}")
+    return lines
+
+
+@pytest.fixture(autouse=True)
+def no_query_left_running():
+    """A test that leaves a streaming query running in this process's Spark fails, naming it, and the
+    query is stopped: it would go on reading its topics while later tests delete them, and the broker
+    creates a topic a consumer asks for again."""
+    yield
+    session = sys.modules.get("pyspark.sql.session")
+    spark = session.SparkSession.getActiveSession() if session else None
+    left = spark.streams.active if spark is not None else []
+    names = [f"{q.name or 'unnamed'} ({q.id})" for q in left]
+    for query in left:
+        query.stop()
+    assert not names, f"the test left streaming queries running: {names}"
 
 
 def wait_for(condition, timeout_s: float, what: str, interval_s: float = 0.1):
