@@ -63,17 +63,18 @@ def delete_all_topics(bootstrap: str, timeout_s: float = 60) -> None:
     """Delete every topic but Kafka's own and wait until the broker lists none of them."""
     from kafka import KafkaAdminClient
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+
+    def listed() -> list[str]:
+        return sorted(t for t in admin.list_topics() if not t.startswith("__"))
     try:
-        names = [t for t in admin.list_topics() if not t.startswith("__")]
-        if names:
+        if names := listed():
             admin.delete_topics(names)
         try:
-            wait_for(lambda: not [t for t in admin.list_topics() if not t.startswith("__")], timeout_s,
-                     "the earlier tests' topics to be deleted")
+            wait_for(lambda: not listed(), timeout_s, "the earlier tests' topics to be deleted")
         except AssertionError as failed:
             # a consumer still reading a topic makes the broker create it again: name who could be reading
-            raise AssertionError(f"{failed}: still listed {sorted(t for t in admin.list_topics() if not t.startswith('__'))};"
-                                 f" this process's children: {children_of_this_process()}") from None
+            raise AssertionError(f"{failed}: still listed {listed()}; the processes this test session "
+                                 f"started that still run: {children_of_this_process()}") from None
     finally:
         admin.close()
 

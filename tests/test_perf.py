@@ -78,3 +78,14 @@ def test_the_plans_study_writes_each_pattern_s_plan_without_run_specific_ids(spa
         plan = (tmp_path / f"{pattern}.plan").read_text()
         assert "TransformWithState" in plan or "Join" in plan, pattern
         assert not re.search(r"#\d|[0-9a-f]{8}-[0-9a-f]{4}-", plan), "ids that differ from run to run"
+
+
+def test_the_archive_study_sums_each_kind_of_pause_once_from_a_gc_log():
+    from perf.archive_local import gc_summary
+    log = """[7.037s][info][gc,start       ] GC(14) Pause Full (Metadata GC Threshold)
+[7.124s][info][gc             ] GC(14) Pause Full (Metadata GC Threshold) 69M->57M(138M) 87.719ms
+[7.200s][info][gc             ] GC(15) Pause Young (Allocation Failure) 80M->60M(138M) 10.500ms
+[7.300s][info][gc             ] GC(16) Pause Young (Allocation Failure) 81M->61M(138M) 9.500ms
+[7.301s][info][gc,metaspace   ] GC(16) Metaspace: 58291K(60096K)->58291K(60096K)"""
+    assert gc_summary(log) == {"Pause Full (Metadata GC Threshold)": (1, 87.719),
+                               "Pause Young (Allocation Failure)": (2, 20.0)}
