@@ -87,7 +87,7 @@ def _sizes(pid: int) -> tuple[int, int]:
     return tuple(int(re.search(rf"^{what}:\s+(\d+) kB", text, re.M).group(1)) * 1024 for what in ("Rss", "Pss"))
 
 
-def _cmdline(pid: int) -> str:
+def command_line(pid: int) -> str:
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").replace("\0", " ")
     except OSError:
@@ -102,7 +102,7 @@ def processes(home: Path, extra: dict[str, int] | None = None) -> list[tuple[str
         pids = procs.tree([pid]) - seen
         seen |= pids
         for p in sorted(pids):
-            cmd, (rss, pss) = _cmdline(p), _sizes(p)
+            cmd, (rss, pss) = command_line(p), _sizes(p)
             key = " ".join([name, next((part for part, marker in PARTS if marker in cmd), "")]).strip()
             rows.append((key, p, cmd, rss, pss))
     return rows

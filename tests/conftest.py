@@ -90,13 +90,8 @@ def spark():
 def children_of_this_process() -> list[str]:
     """Every process the test session started and that still runs: pid and command line."""
     from joinlab.stack import procs
-    found = procs.tree([os.getpid()]) - {os.getpid()}
-    lines = []
-    for pid in sorted(found):
-        with contextlib.suppress(OSError):
-            command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            lines.append(f"{pid} {command[:200]}")
-    return lines
+    from perf.memory import command_line
+    return [f"{pid} {command_line(pid)[:200]}" for pid in sorted(procs.tree([os.getpid()]) - {os.getpid()})]
 
 
 @pytest.fixture(autouse=True)
