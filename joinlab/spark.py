@@ -64,8 +64,8 @@ def memory_conf(master: str) -> dict[str, str]:
 
 # Spark's classes from one archive (joinlab.class_archive) on a cluster only, where it is shared by
 # the stack's six JVMs and keeps the lab within its memory budget. A local session has no one to
-# share it with, and in `make bench`'s long local session the steady rates were lower with it
-# (docs/benchmarks.md).
+# share it with, and whether it slows `make bench`'s long local session is not settled yet
+# (docs/benchmarks.md, perf.archive_local).
 def driver_java_options(master: str) -> str:
     """The driver JVM's options: the lab's, and on a cluster its heap ratios, C1 only and Spark's
     classes from the archive the stack's JVMs share."""
