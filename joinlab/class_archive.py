@@ -20,13 +20,17 @@ or nothing would be shared; the lab's JVMs listen on 127.0.0.1 only (docs/operat
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
+import json
 import os
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+import psutil
 
 from joinlab.config import java
 from joinlab.jars import spark_version
@@ -100,6 +104,14 @@ def make(log=print) -> Path:
         if done.returncode != 0:
             tail = "\n".join((done.stdout + done.stderr).splitlines()[-20:])
             raise SystemExit(f"the class archive could not be made (Spark's JVMs would start without one):\n{tail}")
+        jvm = json.loads(done.stdout.strip().splitlines()[-1])
+        # The JVM exits when its Python parent has (its stdin closes), and dumps on its way out; it
+        # is no child of ours, so its exit status is not ours to read: the check below is the test.
+        with contextlib.suppress(psutil.NoSuchProcess):
+            psutil.Process(jvm["pid"]).wait(timeout=600)
+        refused = refusal(dumped, Path(jvm["java"]), jvm["classpath"]) if dumped.is_file() else "no archive written"
+        if refused:
+            raise SystemExit(f"a JVM refused the archive it made: {refused}")
         for old in archive.parent.glob("*.jsa"):
             old.unlink()
         dumped.chmod(0o444)
@@ -109,32 +121,26 @@ def make(log=print) -> Path:
 
 
 def train(dump_to: Path) -> None:
-    """A local session whose JVM dumps the classes it loaded to `dump_to` when it exits: it runs each
-    registered pattern's query on two micro-batches of generated records, exits, and then a JVM must
-    accept the archive. A JVM given a truncated archive crashes at start, so a dump that did not
-    finish, or that a JVM refuses, fails here and is never put in place."""
-    from pyspark import SparkContext
-
+    """A server in this process whose JVM dumps the classes it loaded to `dump_to` when it exits:
+    it runs each registered pattern's query on two micro-batches of generated records. Prints the
+    JVM's pid, java and class path (JSON), for `make` to wait for the dump and check it: a JVM given
+    a truncated archive crashes at start, so a dump that did not finish, or that a JVM refuses,
+    fails there and is never put in place."""
     from joinlab import microbatch, patterns
     from joinlab import spark as lab_spark
 
-    options = f"{lab_spark.driver_java_options('local')} -XX:ArchiveClassesAtExit={dump_to} {QUIET}"
-    session = lab_spark.session("class-archive", **{"spark.driver.extraJavaOptions": options})
-    system = session._jvm.java.lang.System
-    binary, classpath = Path(system.getProperty("java.home"), "bin", "java"), system.getProperty("java.class.path")
+    os.environ["SPARK_SUBMIT_OPTS"] = " ".join(filter(None, [os.environ.get("SPARK_SUBMIT_OPTS"),
+                                                             f"-XX:ArchiveClassesAtExit={dump_to}", QUIET]))
+    session = lab_spark.connect(*lab_spark.embedded("class-archive"))  # never a running lab's server
     for name in patterns.PATTERNS:
         if patterns.job(name).LOOKUP is not None:
             continue  # its job asks the lookup service, which no install runs
         records = patterns.generator(name).generate(1, 60)
         microbatch.run(session, patterns.job(name).build, [records[:30], records[30:]])
-    lab_spark.stop(session)
-    jvm = SparkContext._gateway.proc
-    jvm.stdin.close()  # PySpark's JVM exits when its stdin closes, and dumps on its way out
-    if jvm.wait(timeout=600) != 0 or not dump_to.is_file():
-        raise SystemExit(f"the JVM exited with {jvm.returncode} and wrote no archive")
-    refused = refusal(dump_to, binary, classpath)
-    if refused:
-        raise SystemExit(f"a JVM refused the archive it made: {refused}")
+    session.stop()
+    jvm = lab_spark.server_jvms()[0]
+    line = jvm.cmdline()
+    print(json.dumps({"pid": jvm.pid, "java": jvm.exe(), "classpath": line[line.index("-cp") + 1]}))
 
 
 def refusal(archive: Path, binary: Path, classpath: str) -> str:

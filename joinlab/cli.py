@@ -57,7 +57,7 @@ def cmd_topics(args) -> int:
 
 def cmd_run(args) -> int:
     from joinlab import job as runner
-    from joinlab.spark import executors, session
+    from joinlab.spark import ServerError, executors, session, ui_url
     from joinlab.status import follow
     from joinlab.topics import create_topics
     command = f"joinlab run {args.pattern}"  # job errors say `joinlab run PATTERN`: this pattern's in its place
@@ -72,8 +72,11 @@ def cmd_run(args) -> int:
         return 2
     job = patterns.job(args.pattern)
     solution = _solution(job, args.solution)
-    spark = session(f"job-{args.pattern}")
-    runner.quiet_failures(spark)
+    try:
+        spark = session(f"job-{args.pattern}")
+    except ServerError as exc:
+        print(f"{command}: {exc}", file=sys.stderr)
+        return 2
     with runner.services(job, bootstrap):
         try:
             query = runner.start(spark, job, bootstrap, checkpoint, counted=True, available_now=args.available_now,
@@ -83,7 +86,7 @@ def cmd_run(args) -> int:
         except runner.CheckpointError as exc:
             print(f"{command}: {str(exc).replace('joinlab run PATTERN', command)}", file=sys.stderr)
             return 1
-        ui = spark.sparkContext.uiWebUrl  # None when the UI is off
+        ui = ui_url(spark)  # None when the UI is off
         print(f"{args.pattern}: running, checkpoint {checkpoint}" + ("" if args.available_now else " (Ctrl-C stops)")
               + (f"\n{args.pattern}: Spark UI {ui} (Structured Streaming tab: rates, durations, state, watermark)"
                  if ui else ""), file=sys.stderr)

@@ -134,9 +134,17 @@ _DATA_LOSS = re.compile(r"Some data may have been lost because they are not avai
                         r".*?Reason:\s*(.*?)\.(?=\s|$)", re.S)
 
 
+# A client whose server went away (stopped, killed, restarted) gets gRPC's words for it.
+_SERVER_GONE = re.compile(r"StatusCode\.UNAVAILABLE|failed to connect to all addresses|Socket closed|Connection refused")
+
+
 def failure(exc: BaseException) -> str:
     """What a failed query says to a person: the lab's own error message where there is one (a
-    bad checkpoint), one line for a Kafka data loss, else the first lines of Spark's."""
+    bad checkpoint), one line for a Kafka data loss or a server gone, else the first lines of Spark's."""
+    if _SERVER_GONE.search(str(exc)):
+        return ("ServerGone: the lab's Spark Connect server stopped answering (it was stopped, killed or restarted), "
+                "and the job's query ended with it. Start it again (`make up`; `make ps` shows it), then run "
+                "`joinlab run PATTERN` again: the job resumes from its checkpoint.")
     loss = _DATA_LOSS.search(str(exc))
     if loss:
         reason = " ".join(loss.group(1).split())
@@ -150,14 +158,6 @@ def failure(exc: BaseException) -> str:
         return f"{kind}: {text.strip()}"
     lines = [line for line in str(exc).splitlines() if line.strip() and not line.startswith("\tat ")]
     return "\n".join(lines[:12])
-
-
-def quiet_failures(spark: SparkSession) -> None:
-    """No JVM stack for a failing query in the log: whoever awaits the query reports it (`failure`)."""
-    log4j = spark._jvm.org.apache.logging.log4j
-    for logger in ("org.apache.spark.sql.execution.streaming.runtime.MicroBatchExecution",
-                   "org.apache.spark.sql.execution.streaming.MicroBatchExecution"):
-        log4j.core.config.Configurator.setLevel(logger, log4j.Level.OFF)
 
 
 def stop_between_batches(query: StreamingQuery, timeout_s: float = 10.0) -> None:

@@ -47,6 +47,8 @@ QUIET_EVENTS = [
           "AQE does not apply to streaming queries; Spark turns it off for them by itself"),
     Quiet(f"{_STREAMING}.runtime.MicroBatchExecution", r".*Disabling AQE.*",
           "the same, for stateful queries"),
+    Quiet(f"{_STREAMING}.runtime.MicroBatchExecution", r".*(Query .* terminated with error|Query .* was stopped).*",
+          "a failing query's JVM stack: the client that awaits it says why in a line of its own (joinlab.job.failure)"),
     Quiet(f"{_STREAMING}.runtime.ProcessingTimeExecutor", r".*Current batch is falling behind.*",
           "a batch longer than the trigger interval; the status line shows every batch's time"),
     Quiet(f"{_STREAMING}.operators.stateful.transformwithstate.timers.TimerStateImpl", r".*already exists.*",

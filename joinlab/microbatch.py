@@ -20,6 +20,7 @@ from typing import Callable, Sequence
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
+from joinlab.config import lab_home
 from joinlab.job import session_conf
 
 _RAW = "topic string, key string, value string, partition int, offset bigint, timestamp_ms bigint"
@@ -30,7 +31,9 @@ def run(spark: SparkSession, build: Callable[[DataFrame], DataFrame], batches: S
         partitions: int = 1) -> list[Row]:
     """`build` (raw Kafka-shaped rows in, sink rows out) over `batches` of records (topic, key and
     value as bytes; a Kafka timestamp_ms where they have one, else now), in order; every output row."""
-    with tempfile.TemporaryDirectory(prefix="microbatch-") as tmp:
+    # Under LAB_HOME, which the client and the Spark server share (in Compose, a volume): the
+    # server reads these files and writes the checkpoint.
+    with tempfile.TemporaryDirectory(prefix="microbatch-", dir=lab_home()) as tmp:
         source, name = Path(tmp, "in"), f"microbatch_{next(_names)}"
         source.mkdir()
         raw = (spark.readStream.schema(_RAW).option("maxFilesPerTrigger", 1).json(str(source))

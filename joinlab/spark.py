@@ -1,19 +1,32 @@
-"""The SparkSession every pattern uses, with Spark's own Kafka connector (`format("kafka")`,
-not in the PySpark wheel: `connector_conf`, docs/kafka.md)."""
+"""The lab's Spark: one Spark Connect server, and every entry point a client of it.
+
+`session()` is the one way in. It gives a Spark Connect session on
+1. $SPARK_REMOTE (PySpark's own variable, `sc://HOST:PORT`) with $SPARK_CONNECT_AUTHENTICATE_TOKEN:
+   the Compose stack's server, or a test session's;
+2. else the running native lab's server (`make up`), found through its state file;
+3. else a server started in this process on a free port (`embedded`), which ends with it: `make
+   demo` and a fresh `joinlab run` need no lab.
+Every server has the same settings (`server_conf`): the RocksDB state store, the Kafka connector
+(`connector_conf`, docs/kafka.md), the lab's logging, Python workers on the lab's interpreter.
+A client sets runtime SQL settings only; the rest is the server's (docs/architecture.md).
+"""
 from __future__ import annotations
 
-import contextlib
 import os
+import secrets
+import socket
 import sys
+import threading
+import urllib.parse
 from pathlib import Path
 
-from pyspark import SparkContext
-from pyspark.sql import DataFrame, SparkSession
+import psutil
+
+from pyspark.sql import DataFrame
 from pyspark.sql.streaming import DataStreamWriter
 
 from joinlab import class_archive, jars, logs
 from joinlab.config import lab_home, malloc_arenas, shuffle_partitions
-from joinlab.stack.services import running_master_url
 
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 # RocksDB writes a small changelog per commit instead of uploading a snapshot of its files: a
@@ -63,9 +76,8 @@ def memory_conf(master: str) -> dict[str, str]:
 
 
 # Spark's classes from one archive (joinlab.class_archive) on a cluster only, where it is shared by
-# the stack's six JVMs and keeps the lab within its memory budget. A local session has no one to
-# share it with, and whether it slows `make bench`'s long local session is not settled yet
-# (docs/benchmarks.md, perf.archive_local).
+# the stack's JVMs and keeps the lab within its memory budget. A local server has no one to share
+# it with (docs/benchmarks.md, perf.archive_local).
 def driver_java_options(master: str) -> str:
     """The driver JVM's options: the lab's, and on a cluster its heap ratios, C1 only and Spark's
     classes from the archive the stack's JVMs share."""
@@ -79,86 +91,251 @@ def executor_java_options() -> str:
 
 
 def jvm_options(*more: str) -> str:
-    """The options of every JVM of a session (its logging, JVM_OPTIONS), then `more`."""
+    """The options of every JVM of a server (its logging, JVM_OPTIONS), then `more`."""
     return " ".join(filter(None, [logs.java_options(lab_home()), JVM_OPTIONS, *more]))
 
 
-def spark_master() -> str:
-    """$SPARK_MASTER; else the native stack's standalone master while it runs (`make up-native`,
-    found through its state file under lab_home()); else a local master with every core."""
-    return os.environ.get("SPARK_MASTER") or running_master_url() or "local[*]"
+TOKEN_VARIABLE = "SPARK_CONNECT_AUTHENTICATE_TOKEN"  # what Spark's server and PySpark's client read
+CONNECT_PLUGIN = "org.apache.spark.sql.connect.SparkConnectPlugin"
+# A client that sends nothing for this long is gone (killed, or its kernel restarted): the server
+# ends its session, and with it the session's streaming queries, so that no query runs on that no
+# participant can see. A live client says it is there every HEARTBEAT_S (`_keep_alive`).
+SESSION_TIMEOUT = "60s"
+HEARTBEAT_S = 15.0
+CONNECT_CONF = {"spark.connect.session.manager.defaultSessionTimeout": SESSION_TIMEOUT,
+                "spark.connect.session.manager.maintenanceInterval": "10s",
+                "spark.connect.grpc.port.maxRetries": "0",  # a taken port fails, it does not move
+                # A query started on a checkpoint whose query still runs (its client was killed)
+                # stops that run and takes over: never two runs on one checkpoint (Spark's default).
+                "spark.sql.streaming.stopActiveRunOnRestart": "true"}
 
 
-def session(app_name: str = "stream-join-lab", **conf: str) -> SparkSession:
-    """A session with the RocksDB state store (transformWithState needs it), the lab's log settings
-    and the Kafka connector; `conf` goes last. Python workers run the driver's interpreter, so they
-    import the same packages (a worker on another Python is the most common PySpark lab failure)."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+def server_conf(master: str, port: int, host: str = "127.0.0.1") -> dict[str, str]:
+    """Every setting of a lab server on `master`, listening on `host`:`port` (its token comes from
+    its environment, TOKEN_VARIABLE, never its command line). Python workers run the lab's
+    interpreter (`PYSPARK_PYTHON` in its environment), so they import the same packages."""
+    bind = "127.0.0.1" if host == "127.0.0.1" else "0.0.0.0"
     driver_host = os.environ.get("LAB_DRIVER_HOST", "127.0.0.1")  # a container name in Compose
-    bind = "127.0.0.1" if driver_host == "127.0.0.1" else "0.0.0.0"
-    os.environ.setdefault("SPARK_LOCAL_IP", bind)
-    master = spark_master()
-    if not master.startswith("local"):
-        # The driver JVM on a cluster (started below by spark-submit, from this environment): the
-        # lab's malloc arenas. A local one keeps glibc's own, as its heap ratios stay the JVM's.
-        os.environ.setdefault("MALLOC_ARENA_MAX", malloc_arenas())
-    builder = (SparkSession.builder.appName(app_name).master(master)
-               .config("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
-               .config("spark.sql.shuffle.partitions", str(shuffle_partitions()))
-               .config(map={**STATE_STORE_CONF, **CHECKPOINT_FILES_CONF, **ROCKSDB_MEMORY_CONF,
-                            **memory_conf(master)})
-               .config("spark.sql.session.timeZone", "UTC")
-               .config("spark.ui.enabled", str(ui_enabled()).lower())
-               .config("spark.driver.bindAddress", bind)
-               .config("spark.driver.host", driver_host)
-               .config("spark.ui.showConsoleProgress", "false")
-               .config("spark.sql.chunkBase64String.enabled", "false")
-               .config("spark.python.daemon.module", "joinlab.pyworkers")
-               .config("spark.driver.extraJavaOptions", driver_java_options(master))
-               .config("spark.executor.extraJavaOptions", executor_java_options())  # on a cluster only
-               .config(map={**connector_conf(), **conf}))
-    starts_jvm = SparkContext._active_spark_context is None
-    with logs.filter_stderr() if starts_jvm else contextlib.nullcontext():
-        spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel(logs.level())
-    return spark
+    return {"spark.master": master,
+            "spark.sql.streaming.stateStore.providerClass": ROCKSDB,
+            "spark.sql.shuffle.partitions": str(shuffle_partitions()),
+            **STATE_STORE_CONF, **CHECKPOINT_FILES_CONF, **ROCKSDB_MEMORY_CONF, **memory_conf(master),
+            "spark.sql.session.timeZone": "UTC",
+            "spark.ui.enabled": str(ui_enabled()).lower(),
+            "spark.driver.bindAddress": "127.0.0.1" if driver_host == "127.0.0.1" else "0.0.0.0",
+            "spark.driver.host": driver_host,
+            "spark.ui.showConsoleProgress": "false",
+            "spark.sql.chunkBase64String.enabled": "false",
+            "spark.python.daemon.module": "joinlab.pyworkers",
+            # A new Python worker has this long to connect back to its JVM (Spark's default 15 s):
+            # on 2 busy cores a worker's start took longer, and failed its query ("Python worker
+            # failed to connect back").
+            "spark.python.authenticate.socketTimeout": "60s",
+            "spark.driver.extraJavaOptions": driver_java_options(master),
+            "spark.executor.extraJavaOptions": executor_java_options(),  # on a cluster only
+            "spark.connect.grpc.binding.address": bind,
+            "spark.connect.grpc.binding.port": str(port),
+            **CONNECT_CONF, **connector_conf()}
 
 
-def stop(spark: SparkSession) -> None:
-    """Stop the session, after the state stores and Kafka producers its JVM keeps: where the JVM
-    lives on (a notebook kernel, `joinlab demo all`), their maintenance task and lost connections
-    would log warnings later (docs/operations.md). They go first: a maintenance run that fires while
-    the session stops would find no SparkEnv either."""
-    state_stores(spark).stop()
-    kafka_producers(spark).reset()
+def spark_master() -> str:
+    """The master of a server this process starts: $SPARK_MASTER, else a local one with every core."""
+    return os.environ.get("SPARK_MASTER") or "local[*]"
+
+
+class ServerError(RuntimeError):
+    """No lab server answers where one is expected; the message says what to check."""
+
+
+_embedded: tuple[str, str] | None = None  # (url, token) of the server this process runs
+_embedded_server = None  # its session (the server side)
+_client = None
+
+
+def session(app_name: str = "stream-join-lab", **conf: str):
+    """A Spark Connect session on the lab's server (see the module's docstring), with `conf`
+    (runtime SQL settings; a static one is refused, not dropped). One per process: a second call
+    returns the same session. `app_name` names a server this process starts."""
+    global _client
+    if _client is None or _client.is_stopped:
+        url, token = server(app_name)
+        _client = connect(url, token)
+        _keep_alive(_client)
+    for key, value in conf.items():
+        _client.conf.set(key, value)
+    return _client
+
+
+def server(app_name: str = "stream-join-lab") -> tuple[str, str]:
+    """(url, token) of the server this process's clients use: $SPARK_REMOTE's, the native lab's,
+    else one started here."""
+    if os.environ.get("SPARK_REMOTE"):
+        return os.environ["SPARK_REMOTE"], os.environ.get(TOKEN_VARIABLE, "")
+    from joinlab.stack.services import running_connect_server
+    lab = running_connect_server()
+    return lab if lab else embedded(app_name)
+
+
+# A call that finds no server is tried again for about 3 s, not PySpark's 10 minutes: the lab's
+# server is on this machine or in the same Compose network, so silence means it is gone.
+RETRIES = {"max_retries": 4, "initial_backoff": 50, "backoff_multiplier": 4.0, "max_backoff": 2000}
+
+
+def connect(url: str, token: str):
+    """A Connect session on `url` (sc://HOST:PORT) with `token`; ServerError in one line when
+    nothing answers there, or the token is refused."""
+    from pyspark.errors import PySparkException
+    _main_spec()
+    from pyspark.sql.connect.client.retries import DefaultPolicy
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+    where = urllib.parse.urlparse(url)
+    host, port = where.hostname, where.port or 15002
+    try:
+        socket.create_connection((host, port), timeout=5).close()
+    except OSError as exc:
+        raise ServerError(f"no Spark Connect server at {url}: nothing answers there ({exc.strerror or exc}): "
+                          "is the lab up (`make ps`), is the port right?") from None
+    os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"  # PySpark's functions build Connect columns
+    client = ConnectSession.builder.channelBuilder(_channel(host, port, token)).create()
+    client.client.set_retry_policies([DefaultPolicy(**RETRIES)])
+    try:
+        client.conf.get("spark.sql.session.timeZone")  # the first call: is it a server, is the token right?
+    except PySparkException as exc:
+        client.stop()  # not this process's active session any more
+        if "UNAUTHENTICATED" in str(exc):
+            raise ServerError(f"no Spark Connect server at {url}: the server refused the token: check "
+                              "$SPARK_CONNECT_AUTHENTICATE_TOKEN (`make up` writes the lab's to .env)") from None
+        raise ServerError(f"no Spark Connect server at {url}: what answers there is not one, or failed: is the "
+                          f"port right? ({' '.join(str(exc).split())[:200]})") from None
+    return client
+
+
+def _main_spec() -> None:
+    """PySpark's Connect client reads `__main__.__spec__` when it is first imported, and IPython's
+    `%reset` deletes that name from a kernel's `__main__` (its namespace): the import, and with it
+    a notebook's session, would fail there with an AttributeError."""
+    main = sys.modules.get("__main__")
+    if main is not None and not hasattr(main, "__spec__"):
+        main.__spec__ = None
+
+
+def _channel(host: str, port: int, token: str):
+    """gRPC to the server with the token: on this machine over a local channel (PySpark's own, for
+    `localhost`); to another container (Compose's network) in plain text with the token's header,
+    as PySpark's client sends it (it wants TLS for any other host). No token: none at all, not
+    even $SPARK_CONNECT_AUTHENTICATE_TOKEN (`make up` checks that the server refuses that)."""
+    import grpc
+    from pyspark.sql.connect.client import DefaultChannelBuilder
+    if token and host in ("localhost", "127.0.0.1"):
+        return DefaultChannelBuilder(f"sc://localhost:{port}/;token={token}")
+
+    class Bearer(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor):
+        """Every call with `Authorization: Bearer TOKEN` (Connect's calls are unary or server-streaming)."""
+
+        def _call(self, continuation, details, request):
+            metadata = list(details.metadata or []) + [("authorization", f"Bearer {token}")]
+            return continuation(details._replace(metadata=metadata), request)
+        intercept_unary_unary = intercept_unary_stream = _call
+
+    class PlainWithToken(DefaultChannelBuilder):
+        def toChannel(self):
+            channel = self._insecure_channel(self.endpoint)
+            return grpc.intercept_channel(channel, Bearer()) if token else channel
+    return PlainWithToken(f"sc://{host}:{port}")
+
+
+def _keep_alive(client) -> None:
+    """Tell the server every HEARTBEAT_S that this client is there (SESSION_TIMEOUT), from a daemon
+    thread: it ends with the process, and then the server ends the session and its queries."""
+    def beat():
+        while not stopped.wait(HEARTBEAT_S) and not client.is_stopped:
+            try:
+                client.conf.get("spark.sql.session.timeZone")
+            except Exception:  # the server is gone: the caller's next call says so
+                return
+    stopped = threading.Event()
+    threading.Thread(target=beat, name="connect-heartbeat", daemon=True).start()
+
+
+def embedded(app_name: str = "stream-join-lab") -> tuple[str, str]:
+    """Start a Connect server in this process (its JVM is this process's child and ends with it)
+    on a free port of 127.0.0.1, with a new token: (url, token)."""
+    global _embedded
+    if _embedded is None:
+        from pyspark.sql import SparkSession as ServerSession
+        os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)  # inherited from a client parent
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        master, port, token = spark_master(), free_port(), secrets.token_hex(16)
+        if not master.startswith("local"):
+            # A driver on a cluster (started below by spark-submit, from this environment): the
+            # lab's malloc arenas. A local one keeps glibc's own, as its heap ratios stay the JVM's.
+            os.environ.setdefault("MALLOC_ARENA_MAX", malloc_arenas())
+        conf = {**server_conf(master, port), "spark.plugins": CONNECT_PLUGIN, "spark.app.name": app_name,
+                "spark.connect.authenticate.token": token}
+        global _embedded_server
+        with logs.filter_stderr():
+            _embedded_server = ServerSession.builder.config(map=conf).getOrCreate()
+        _embedded = (f"sc://localhost:{port}", token)
+    return _embedded
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def stop(spark) -> None:
+    """End this client's session on the server (its queries stop with it); the server runs on,
+    unless it is this process's own: that one ends too, its JVM with it, before the caller stops the
+    broker (its Kafka producers would warn of the lost broker until the process exits)."""
+    global _client, _embedded, _embedded_server
     spark.stop()
+    if spark is _client:
+        _client = None
+        if _embedded_server is not None:
+            _embedded_server.stop()
+            for jvm in server_jvms():
+                jvm.terminate()
+                jvm.wait(timeout=30)
+            _embedded_server, _embedded = None, ("", "")  # a process's server starts once
 
 
-def state_stores(spark: SparkSession):
-    """The JVM's StateStore object (Scala's singleton): the state stores this JVM has loaded."""
-    return spark._jvm.java.lang.Class.forName(
-        "org.apache.spark.sql.execution.streaming.state.StateStore$").getField("MODULE$").get(None)
+def server_jvms() -> list[psutil.Process]:
+    """The JVM of the server this process runs (PySpark starts it as a child through spark-submit);
+    not any other java child, such as an embedded broker."""
+    return [p for p in psutil.Process().children() if "org.apache.spark.deploy.SparkSubmit" in " ".join(p.cmdline())]
 
 
-def kafka_producers(spark: SparkSession):
-    """The Kafka connector's pool of cached producers in this JVM (Scala's singleton)."""
-    loader = spark._jvm.java.lang.Thread.currentThread().getContextClassLoader()
-    return loader.loadClass("org.apache.spark.sql.kafka010.producer.InternalKafkaProducerPool$") \
-        .getField("MODULE$").get(None)
-
-
-def executors(spark: SparkSession) -> int | None:
-    """The application's executors now, the driver not counted; None in local mode (the driver runs
-    the tasks there, so there is no executor to lose)."""
-    context = spark.sparkContext
-    if context.master.startswith("local"):
+def executors(spark) -> int | None:
+    """The server's executors now, its driver not counted (from its web UI's REST API); None on a
+    local server (the driver runs the tasks there, so there is no executor to lose) or without a UI."""
+    import json
+    import urllib.request
+    ui = ui_url(spark)
+    if not ui or spark.conf.get("spark.master", "local").startswith("local"):
         return None
-    return context._jsc.sc().getExecutorMemoryStatus().size() - 1
+    try:
+        with urllib.request.urlopen(f"{ui}/api/v1/applications", timeout=2) as answer:
+            app = json.load(answer)[0]["id"]
+        with urllib.request.urlopen(f"{ui}/api/v1/applications/{app}/executors", timeout=2) as answer:
+            return sum(1 for e in json.load(answer) if e.get("id") != "driver")
+    except (OSError, ValueError, IndexError, KeyError):
+        return None
+
+
+def ui_url(spark) -> str | None:
+    """The server's Spark web UI (every client's queries are there), None when it runs none."""
+    if spark.conf.get("spark.ui.enabled", "true") != "true":
+        return None
+    host = spark.conf.get("spark.driver.host", "127.0.0.1")
+    return f"http://{host}:{spark.conf.get('spark.ui.port', '4040')}"
 
 
 def ui_enabled() -> bool:
-    """Whether the driver runs its web UI: $LAB_SPARK_UI, on unless false (tests/conftest sets it)."""
+    """Whether a server runs its web UI: $LAB_SPARK_UI, on unless false (tests/conftest sets it)."""
     return os.environ.get("LAB_SPARK_UI", "true").strip().lower() not in ("false", "0", "no", "off")
 
 
@@ -178,7 +355,7 @@ def connector_conf() -> dict[str, str]:
 FETCH_MAX_WAIT_MS = "50"
 
 
-def read_kafka(spark: SparkSession, bootstrap: str, topics: list[str], starting: str = "earliest",
+def read_kafka(spark, bootstrap: str, topics: list[str], starting: str = "earliest",
                max_offsets_per_trigger: int | None = None, fail_on_data_loss: bool = True) -> DataFrame:
     """A streaming DataFrame over `topics`. With `fail_on_data_loss` (the default) a query stops
     when its checkpointed offsets are gone from the broker (deleted, aged out, or a topic
@@ -194,7 +371,7 @@ def read_kafka(spark: SparkSession, bootstrap: str, topics: list[str], starting:
     return reader.load()
 
 
-def read_kafka_batch(spark: SparkSession, bootstrap: str, topics: list[str]) -> DataFrame:
+def read_kafka_batch(spark, bootstrap: str, topics: list[str]) -> DataFrame:
     """Everything currently in `topics`, as a batch DataFrame."""
     return (spark.read.format("kafka").option("kafka.bootstrap.servers", bootstrap)
             .option("subscribe", ",".join(topics)).option("startingOffsets", "earliest")

@@ -25,8 +25,18 @@ NO_WATERMARK = "1970-01-01T00:00:00.000Z"  # what Spark reports until the first 
 
 
 def as_dict(progress: Any) -> dict:
-    """A StreamingQueryProgress (or a dict already) as a plain dict; {} for None."""
-    return (json.loads(progress.json) if hasattr(progress, "json") else progress) or {}
+    """A StreamingQueryProgress (or a dict already) as a plain dict; {} for None. As a classic
+    session gives it: numInputRows, and each observed metric as {field: value} (Spark Connect's
+    progress gives the one per source, the other as its row's values and schema)."""
+    p = (json.loads(progress.json) if hasattr(progress, "json") else progress) or {}
+    if p and p.get("numInputRows") is None:  # Spark Connect's progress leaves it to its sources
+        p = dict(p, numInputRows=sum(source.get("numInputRows") or 0 for source in p.get("sources") or []))
+    metrics = p.get("observedMetrics") or {}
+    if any(isinstance(m, dict) and "schema" in m for m in metrics.values()):
+        p = dict(p, observedMetrics={name: dict(zip((f["name"] for f in m["schema"]["fields"]), m["values"]))
+                                     if isinstance(m, dict) and "schema" in m else m
+                                     for name, m in metrics.items()})
+    return p
 
 
 def offsets(value) -> dict:

@@ -318,7 +318,8 @@ def compose(files: list[str]) -> dict[str, dict]:
     """A project of its own (never the user's `make up` stack; the same published ports)."""
     with tempfile.TemporaryDirectory(prefix="joinlab-memory-") as tmp:
         token = secrets.token_hex(16)
-        (Path(tmp) / "env").write_text(f"JUPYTER_TOKEN={token}\n")
+        (Path(tmp) / "env").write_text(f"JUPYTER_TOKEN={token}\n"
+                                       f"SPARK_CONNECT_AUTHENTICATE_TOKEN={secrets.token_hex(16)}\n")
         command = ["docker", "compose", "--project-name", PROJECT, "--project-directory", str(ROOT),
                    *[arg for f in files for arg in ("-f", f)], "--env-file", str(Path(tmp) / "env")]
         try:

@@ -10,6 +10,8 @@ their speed.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import re
 from pathlib import Path
 
@@ -18,6 +20,16 @@ from joinlab.spark import read_kafka, session
 
 NORMALISE = [(r"#\d+L?", "#"), (r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", "UUID"),
              (r"0x[0-9a-f]+|@[0-9a-f]{6,}", "@"), (r"/\S+/(\.venv|site-packages)/", "/VENV/")]
+
+
+def analysed(df) -> str:
+    """The analysed logical plan of `df`, as `explain(extended=True)` prints it (a Spark Connect
+    client asks the server), without the schema line above it."""
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        df.explain(extended=True)
+    section = printed.getvalue().split("== Analyzed Logical Plan ==\n", 1)[1].split("\n== Optimized Logical Plan ==", 1)[0]
+    return section.split("\n", 1)[1].rstrip("\n") + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -29,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     for pattern in patterns.PATTERNS:
         job = patterns.job(pattern)
         raw = read_kafka(spark, "127.0.0.1:9", job.INPUT_TOPICS, starting="earliest")  # never read: not started
-        plan = job.build(raw)._jdf.queryExecution().analyzed().toString()
+        plan = analysed(job.build(raw))
         for found, instead in NORMALISE:
             plan = re.sub(found, instead, plan)
         (args.out / f"{pattern}.plan").write_text(plan)

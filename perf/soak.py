@@ -195,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         broker = stack.enter_context(EmbeddedBroker(log_path=home / "broker.log"))
         bootstrap = broker.bootstrap_servers
         # Python workers connect back to the JVM within this time; on a busy machine 15 s is too short
-        spark = lab_spark.session("soak", **{"spark.python.authenticate.socketTimeout": "120s"})
+        spark = lab_spark.session("soak")
         runner.quiet_failures(spark)
         queries, inputs = {}, {}
         for pattern in args.patterns:

@@ -4,10 +4,12 @@ after a change), and beside them the same job with a JVM processor, the yardstic
 ../shared/peers/spark_jvm_tweet_views, when its jar is built.
 
     python -m perf.user_runs --lab ../before --lab . --rounds 3
+    python -m perf.user_runs --lab . --in-lab .lab     # and as a client of the native lab running there
 
 Per phase one embedded broker and one set of seeded events; every run reads them from the start
-with a fresh checkpoint and the output topics emptied, `SPARK_MASTER=local[2]`, and is verified
-with `joinlab verify tweet-views`. Per run: the seconds from the command's start to its first
+with a fresh checkpoint and the output topics emptied, and is verified with `joinlab verify
+tweet-views`. A run starts its own Spark (`SPARK_MASTER=local[2]`), or with `--in-lab` also as a
+client of a running native lab's Spark Connect server (`make up`; its master and worker). Per run: the seconds from the command's start to its first
 status line, its first batch, the median batch after the first (tiny phase) and the rate over the
 batches of >= 10,000 records after the first (steady phase).
 """
@@ -106,7 +108,7 @@ def empty_outputs(bootstrap: str) -> None:
 
 
 def phase(name: str, labs: list[Path], peer: Path | None, rounds: int, events: int, users: int | None,
-          per_trigger: int, seed: int, solutions: list[Path] = ()) -> list[dict]:
+          per_trigger: int, seed: int, solutions: list[Path] = (), in_lab: dict | None = None) -> list[dict]:
     from joinlab.broker import EmbeddedBroker
     from joinlab.patterns import generator
     rows = []
@@ -117,6 +119,7 @@ def phase(name: str, labs: list[Path], peer: Path | None, rounds: int, events: i
             generator("tweet-views").main(args + (["--users", str(users)] if users else []))
         env = {**os.environ, "SPARK_MASTER": "local[2]", "KAFKA_BOOTSTRAP_SERVERS": bootstrap, "LAB_HOME": work}
         engines = ([("lab", lab, None) for lab in labs] + [(f"lab+{s.stem}", labs[-1], s) for s in solutions]
+                   + ([("lab, in a running lab", labs[-1], None)] if in_lab else [])
                    + ([("jvm peer", labs[-1], None)] if peer else []))
         for number in range(rounds):
             for engine, lab, solution in engines:
@@ -125,6 +128,8 @@ def phase(name: str, labs: list[Path], peer: Path | None, rounds: int, events: i
                 command = (peer_command(peer, per_trigger, checkpoint, bootstrap) if engine == "jvm peer"
                            else lab_command(lab, per_trigger, checkpoint, solution))
                 lab_env = {"LAB_JARS": str(lab / ".lab" / "jars"), **env}  # LAB_HOME is the phase's own
+                if engine == "lab, in a running lab":
+                    lab_env.update(in_lab)
                 lines, code = run(command, lab, lab_env)
                 verified = subprocess.run([str(lab / ".venv/bin/joinlab"), "verify", "tweet-views"], cwd=lab,
                                           env=lab_env, capture_output=True, text=True).returncode == 0
@@ -144,25 +149,38 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tiny-events", type=int, default=1200, help="tiny phase: events, 100 a trigger")
     parser.add_argument("--steady-events", type=int, default=100_000, help="steady phase: events, 20,000 a trigger")
     parser.add_argument("--peer", type=Path, default=PEER, help="the JVM peer's folder (its jar built by mvn package)")
+    parser.add_argument("--in-lab", type=Path, metavar="LAB_HOME",
+                        help="also run the last lab as a client of the native lab running with this LAB_HOME")
     parser.add_argument("--solution", action="append", type=Path, default=[],
                         help="also run the last lab with this file's processor (repeat), e.g. a study's")
     args = parser.parse_args(argv)
     rows = measure([lab.resolve() for lab in args.lab or [Path(".")]], args.peer, args.rounds, args.tiny_events,
-                   args.steady_events, [s.resolve() for s in args.solution])
+                   args.steady_events, [s.resolve() for s in args.solution], args.in_lab and lab_server(args.in_lab))
     print(format_rows(rows))
     return 0 if all(row["exit"] == 0 and row["verified"] for row in rows) else 1
 
 
+def lab_server(home: Path) -> dict:
+    """The environment of a client of the native lab's Connect server running with LAB_HOME `home`."""
+    os.environ["LAB_HOME"] = str(home.resolve())
+    from joinlab.spark import TOKEN_VARIABLE
+    from joinlab.stack.services import running_connect_server
+    found = running_connect_server()
+    if found is None:
+        raise SystemExit(f"no native lab's Spark Connect server runs with LAB_HOME={home}: start one with `make up`")
+    return {"SPARK_REMOTE": found[0], TOKEN_VARIABLE: found[1]}
+
+
 def measure(labs: list[Path], peer_folder: Path, rounds: int, tiny_events: int, steady_events: int,
-            solutions: list[Path] = ()) -> list[dict]:
+            solutions: list[Path] = (), in_lab: dict | None = None) -> list[dict]:
     """Every run of both phases; the peer's too when its jar is built (else a line says it is not)."""
     peer = peer_jar(peer_folder) if peer_jar(peer_folder).is_file() else None
     if peer is None:
         print(f"jvm peer: not built ({peer_jar(peer_folder)} missing: mvn -q package in {peer_folder})",
               file=sys.stderr)
-    rows = phase("tiny", labs, peer, rounds, tiny_events, None, 100, 3, solutions) if tiny_events else []
+    rows = phase("tiny", labs, peer, rounds, tiny_events, None, 100, 3, solutions, in_lab) if tiny_events else []
     if steady_events:
-        rows += phase("steady", labs, peer, rounds, steady_events, 10_000, 20_000, 5, solutions)
+        rows += phase("steady", labs, peer, rounds, steady_events, 10_000, 20_000, 5, solutions, in_lab)
     return rows
 
 

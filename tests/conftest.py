@@ -81,10 +81,15 @@ def delete_all_topics(bootstrap: str, timeout_s: float = 60) -> None:
 
 @pytest.fixture(scope="session")
 def spark():
-    from joinlab.spark import session, stop
+    """A client of the test session's Spark Connect server, which runs in this process; every
+    `joinlab` process a test starts after this is a client of the same server ($SPARK_REMOTE), as
+    in a running lab, unless the test says otherwise."""
+    from joinlab.spark import TOKEN_VARIABLE, server, session, stop
     spark = session("tests")
+    url, token = server()
+    os.environ.update(SPARK_REMOTE=url, **{TOKEN_VARIABLE: token})
     yield spark
-    stop(spark)  # the lab's stop: the connector's producers close before the broker goes
+    stop(spark)  # and the server with it, before the broker goes
 
 
 def children_of_this_process() -> list[str]:
@@ -100,9 +105,9 @@ def no_query_left_running():
     query is stopped: it would go on reading its topics while later tests delete them, and the broker
     creates a topic a consumer asks for again."""
     yield
-    session = sys.modules.get("pyspark.sql.session")
-    spark = session.SparkSession.getActiveSession() if session else None
-    left = spark.streams.active if spark is not None else []
+    lab_spark = sys.modules.get("joinlab.spark")
+    spark = lab_spark._client if lab_spark else None
+    left = spark.streams.active if spark is not None and not spark.is_stopped else []
     names = [f"{q.name or 'unnamed'} ({q.id})" for q in left]
     for query in left:
         query.stop()
@@ -158,21 +163,24 @@ def run_job_to_end(spark, job, bootstrap: str, checkpoint, **kwargs):
     return query
 
 
-# The `joinlab run` processes the crash tests start live for seconds to a minute before they are
-# killed or stopped: their driver JVM compiles with C1 only, which starts it and runs its first
-# micro-batches on about a third less CPU than C1 + C2 (tweet-views, 100 events, start to first
-# batch: 21-25 s of CPU against 35-37 s, 2 cores), leaving a core for the test's own work. The
-# same Spark with less JIT; the session's JVM and `joinlab run` outside the tests keep the default.
+# The `joinlab run` processes the crash tests start and kill run a Spark Connect server of their own
+# (a driver that dies with them, as a crash kills it), not the test session's. Their JVM compiles
+# with C1 only, which starts it and runs its first micro-batches on about a third less CPU than
+# C1 + C2 (tweet-views, 100 events, start to first batch: 21-25 s of CPU against 35-37 s, 2 cores),
+# leaving a core for the test's own work. The same Spark with less JIT.
 SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1"
 
 
 def run_pattern_process(pattern: str, bootstrap: str, checkpoint, home, log, env: dict | None = None,
-                        *options) -> subprocess.Popen:
-    """`joinlab run PATTERN` as its own process (and process group: the JVM and the Python workers
-    are its children, so one killpg takes them all), its driver JVM with SHORT_LIVED_JVM."""
-    submit_opts = " ".join(filter(None, [os.environ.get("SPARK_SUBMIT_OPTS"), SHORT_LIVED_JVM]))
-    env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": bootstrap, "LAB_HOME": str(home), "SPARK_MASTER": "local[2]",
-           "SPARK_SUBMIT_OPTS": submit_opts, **(env or {})}
+                        *options, own_server: bool = True) -> subprocess.Popen:
+    """`joinlab run PATTERN` as its own process (and process group: its JVM and Python workers are
+    its children, so one killpg takes them all), with a server of its own (`own_server`) or as a
+    client of the test session's ($SPARK_REMOTE)."""
+    env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": bootstrap, "LAB_HOME": str(home), **(env or {})}
+    if own_server:
+        env.pop("SPARK_REMOTE", None)
+        env.update(SPARK_MASTER="local[2]",
+                   SPARK_SUBMIT_OPTS=" ".join(filter(None, [os.environ.get("SPARK_SUBMIT_OPTS"), SHORT_LIVED_JVM])))
     return subprocess.Popen([sys.executable, "-m", "joinlab", "run", pattern, "--checkpoint", str(checkpoint),
                              *options], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
                             start_new_session=True)

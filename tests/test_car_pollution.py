@@ -32,7 +32,7 @@ def test_final_views_equal_the_batch_reference(spark, bootstrap, tmp_path, seed,
         records = arrive_first(records, [cp.ARRIVALS_TOPIC])
     send(bootstrap, records, progress=False)
     query = run_to_end(spark, bootstrap, tmp_path / "cp", max_offsets_per_trigger=500)
-    assert len([p for p in query.recentProgress if p["numInputRows"]]) >= 3, "want several micro-batches"
+    assert len([p for p in query.recentProgress if p.numInputRows]) >= 3, "want several micro-batches"
     report = verify("car-pollution", bootstrap)
     assert report.expected > 200
     assert report.ok, "\n".join(report.lines())

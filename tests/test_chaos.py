@@ -247,14 +247,18 @@ def test_an_unwritable_checkpoint_directory_is_a_clear_error_and_leaves_no_corru
 def test_a_checkpoint_file_is_never_overwritten_so_a_second_run_on_one_checkpoint_is_refused(spark, tmp_path):
     """The lab writes checkpoint files through Hadoop's FileSystem API (joinlab.spark, for speed).
     A file that exists already (the same batch's offsets, written by another run on the same
-    checkpoint) must still be refused, never replaced: that is how Spark stops a second run."""
+    checkpoint) must still be refused, never replaced: that is how Spark stops a second run. Asked
+    of the server's JVM, where checkpoints are written (a Connect client has none: tests/server_side.py)."""
     from joinlab.spark import CHECKPOINT_FILES, CHECKPOINT_FILES_CONF
-    jvm = spark._jvm
+    from tests.server_side import server_session
+    server = server_session()
+    jvm = server._jvm
     managers = getattr(getattr(jvm.org.apache.spark.sql.execution.streaming.checkpointing, "CheckpointFileManager$"),
                        "MODULE$")
     manager = managers.create(jvm.org.apache.hadoop.fs.Path(str(tmp_path)),
-                              spark._jsparkSession.sessionState().newHadoopConf())
+                              server._jsparkSession.sessionState().newHadoopConf())
     assert manager.getClass().getName() == CHECKPOINT_FILES_CONF[CHECKPOINT_FILES]
+    assert spark.conf.get(CHECKPOINT_FILES) == CHECKPOINT_FILES_CONF[CHECKPOINT_FILES]  # a client's session too
     offsets = jvm.org.apache.hadoop.fs.Path(str(tmp_path / "0"))
     first = manager.createAtomic(offsets, False)
     first.write(1)

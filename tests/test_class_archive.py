@@ -9,6 +9,7 @@ import pytest
 
 from joinlab import class_archive
 from joinlab import spark as lab_spark
+from tests.server_side import server_jvm
 
 
 @pytest.fixture
@@ -48,6 +49,8 @@ def test_the_archive_make_install_made_is_one_a_jvm_of_the_sessions_class_path_a
     """-Xshare:on fails rather than start without it. The stack's JVMs map it: tests/test_lab_stack.py."""
     archive = class_archive.path()
     assert archive.is_file(), f"no class archive at {archive}: `make install` makes it"
-    system = spark.sparkContext._jvm.java.lang.System
-    java, classpath = Path(system.getProperty("java.home"), "bin", "java"), system.getProperty("java.class.path")
+    server = server_jvm()  # the session's Connect server: this process's child, on the lab's class path
+    line = server.cmdline()
+    java, classpath = Path(server.exe()), line[line.index("-cp") + 1]
+    assert str(class_archive._spark_jars()) in classpath, classpath  # Spark's jars, as the server loads them
     assert class_archive.refusal(archive, java, classpath) == ""

@@ -148,8 +148,9 @@ def kafka_image(tmp_path_factory) -> str:
         pytest.fail(f"a Docker engine answers, but neither {OFFICIAL_BASE_IMAGE} nor {LOCAL_BASE_IMAGE} is here: "
                     "run scripts/docker-engine.sh (it builds the local base image where no registry answers)")
     env_file = tmp_path_factory.mktemp("kafka-image") / "build.env"
-    env_file.write_text("JUPYTER_TOKEN=unused-by-the-build\n")
-    env = {k: v for k, v in os.environ.items() if k not in ("JUPYTER_TOKEN", "COMPOSE_PROFILES")}
+    env_file.write_text("JUPYTER_TOKEN=unused-by-the-build\nSPARK_CONNECT_AUTHENTICATE_TOKEN=unused-by-the-build\n")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("JUPYTER_TOKEN", "SPARK_CONNECT_AUTHENTICATE_TOKEN", "COMPOSE_PROFILES")}
     env["PYTHON_IMAGE"] = base
     bundle = env.get("LAB_EXTRA_CA_BUNDLE", "/etc/ssl/certs/ca-certificates.crt")
     if bundle != "none" and Path(bundle).is_file() and Path(bundle).stat().st_size:
@@ -219,6 +220,11 @@ def test_the_local_kafka_image_runs_tweet_views_under_testcontainers(kafka_image
                         "the restarted broker's 'Kafka Server started' line")
         assert logs.count("Formatting metadata directory") == 1  # formatted by the first start only
         assert verify("tweet-views", bootstrap).ok
-    # The shared session's Kafka producers for this broker would log its absence every second.
-    from joinlab.spark import kafka_producers
-    kafka_producers(spark).reset()
+    # The session server's cached Kafka producers for this broker would log its absence every second
+    # (until the pool's idle timeout): the server, in this process, runs on for the other tests.
+    # Its JVM's own pool (tests/server_side.py): a Connect client reaches no JVM object.
+    from tests.server_side import server_session
+    jvm = server_session()._jvm
+    pool = jvm.java.lang.Thread.currentThread().getContextClassLoader().loadClass(
+        "org.apache.spark.sql.kafka010.producer.InternalKafkaProducerPool$").getField("MODULE$").get(None)
+    pool.reset()

@@ -7,6 +7,7 @@ from pyspark.sql import functions as F
 
 from joinlab.patterns import PATTERNS
 from joinlab.spark import read_kafka, read_kafka_batch
+from joinlab.status import as_dict
 from joinlab.topics import create_topics, producer, read_topics
 
 pytestmark = pytest.mark.spark
@@ -49,8 +50,8 @@ def test_stream_rate_limit_makes_several_batches_and_the_sink_writes_them_all(sp
              .option("checkpointLocation", str(tmp_path / "cp")).trigger(availableNow=True).start())
     query.awaitTermination()
     assert query.exception() is None
-    batches = [p for p in query.recentProgress if p["numInputRows"] > 0]
-    assert len(batches) >= 5 and all(p["numInputRows"] <= 250 + 3 for p in batches)
+    batches = [p for p in query.recentProgress if p.numInputRows > 0]
+    assert len(batches) >= 5 and all(p.numInputRows <= 250 + 3 for p in batches)
     out = read_topics(bootstrap, ["out"])
     assert sorted(json.loads(r.value)["i"] for r in out) == list(range(1200))
 
@@ -118,7 +119,7 @@ def test_each_pattern_reads_each_kafka_record_once_per_micro_batch(spark, bootst
     with runner.services(job, bootstrap):
         query = run_job_to_end(spark, job, bootstrap, tmp_path / "checkpoint", max_offsets_per_trigger=150,
                                counted=True)
-    batches = [p for p in map(json.loads, (p.json for p in query.recentProgress)) if p["numInputRows"]]
+    batches = [p for p in map(as_dict, query.recentProgress) if p["numInputRows"]]
     assert len(batches) >= 2
     for p in batches:
         taken = sum(sum(offset_spans(source).values()) for source in p["sources"])

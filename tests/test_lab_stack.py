@@ -1,9 +1,10 @@
 """The native lab stack (`make up-native` = `joinlab lab up`): real broker, Spark master and worker,
-JupyterLab and the session lookup service, started and stopped through the CLI in an isolated
-LAB_HOME on free ports.
+the Spark Connect server every job and notebook is a client of, JupyterLab and the session lookup
+service, started and stopped through the CLI in an isolated LAB_HOME on free ports.
 
 The stack tests share one stack (module fixture) and run in file order: healthy -> loopback only ->
-token -> idempotent -> a job on the master -> a background generator -> `down` leaves nothing.
+token -> idempotent -> a job as a client of the lab's server -> a background generator -> `down`
+leaves nothing.
 """
 from __future__ import annotations
 
@@ -31,15 +32,18 @@ from tests.conftest import wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 PORT_VARS = {key: spec.env for key, spec in settings.PORTS.items()}
-CORE = ["broker", "spark-master", "spark-worker", "jupyter", "lookup"]
+CORE = ["broker", "spark-master", "spark-worker", "spark-connect", "jupyter", "lookup"]
 
 
 def lab_env(home: Path) -> dict[str, str]:
-    """The environment of a stack of our own: its LAB_HOME, its .env, free ports, no outside master."""
+    """The environment of a stack of our own: its LAB_HOME, its .env, free ports, no outside master
+    or Connect server (the test session's, tests/conftest), and the server's web UI on, as a
+    participant has it (the tests turn it off elsewhere)."""
     env = dict(os.environ)
-    for var in ("SPARK_MASTER", "KAFKA_BOOTSTRAP_SERVERS", "JUPYTER_TOKEN", "JUPYTER_TOKEN_FILE", "LAB_HOME",
-                "LAB_LOOKUP_TOKEN", "LAB_LOOKUP_URL"):
+    for var in ("SPARK_MASTER", "SPARK_REMOTE", "SPARK_CONNECT_AUTHENTICATE_TOKEN", "KAFKA_BOOTSTRAP_SERVERS",
+                "JUPYTER_TOKEN", "JUPYTER_TOKEN_FILE", "LAB_HOME", "LAB_LOOKUP_TOKEN", "LAB_LOOKUP_URL"):
         env.pop(var, None)
+    env["LAB_SPARK_UI"] = "true"
     ports: set[int] = set()
     while len(ports) < len(PORT_VARS):
         ports.add(free_port())
@@ -118,18 +122,27 @@ def test_down_ps_and_logs_act_on_the_compose_stack_when_make_up_started_it(tmp_p
     assert not (tmp_path / "lab" / "stack").exists()
 
 
-def test_spark_master_prefers_env_then_a_live_native_master(tmp_path, monkeypatch):
-    from joinlab.spark import spark_master
+def test_a_session_takes_spark_remote_then_a_live_native_server_then_one_of_its_own(tmp_path, monkeypatch):
+    """joinlab.spark.server(): $SPARK_REMOTE (with its token), else the native lab's Connect server
+    while its process runs, else a server started in the process (on $SPARK_MASTER, else local[*])."""
+    from joinlab import spark
+    from joinlab.stack.services import CONNECT_CLASS
     monkeypatch.setenv("LAB_HOME", str(tmp_path))
-    monkeypatch.delenv("SPARK_MASTER", raising=False)
-    assert spark_master() == "local[*]"
-    state = procs.Service("spark-master", os.getpid(), "deploy.master.Master", "", "spark://127.0.0.1:7")
-    procs.save(state)  # a live PID, but not a master: a reused PID must not count
-    assert spark_master() == "local[*]"
-    procs.save(procs.Service("spark-master", os.getpid(), Path(sys.executable).name, "", "spark://127.0.0.1:7"))
-    assert spark_master() == "spark://127.0.0.1:7"
+    for var in ("SPARK_REMOTE", spark.TOKEN_VARIABLE, "SPARK_MASTER"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(spark, "embedded", lambda app_name="stream-join-lab": ("sc://localhost:1", "its own"))
+    assert spark.server() == ("sc://localhost:1", "its own") and spark.spark_master() == "local[*]"
+    state = procs.Service("spark-connect", os.getpid(), CONNECT_CLASS, "", "sc://localhost:7", {"token": "t"})
+    procs.save(state)  # a live PID, but not a server: a reused PID must not count
+    assert spark.server() == ("sc://localhost:1", "its own")
+    procs.save(procs.Service("spark-connect", os.getpid(), Path(sys.executable).name, "", "sc://localhost:7",
+                             {"token": "t"}))
+    assert spark.server() == ("sc://localhost:7", "t")
+    monkeypatch.setenv("SPARK_REMOTE", "sc://elsewhere:15002")
+    monkeypatch.setenv(spark.TOKEN_VARIABLE, "theirs")
+    assert spark.server() == ("sc://elsewhere:15002", "theirs")
     monkeypatch.setenv("SPARK_MASTER", "local[2]")
-    assert spark_master() == "local[2]"
+    assert spark.spark_master() == "local[2]"
 
 
 def test_the_jvm_options_of_the_memory_budget(monkeypatch):
@@ -176,6 +189,8 @@ def stack(tmp_path_factory):
         yield SimpleNamespace(env=env, home=home / "lab", out=done.stdout, token=token,
                               bootstrap=f"127.0.0.1:{port_of(env, 'broker')}",
                               master_ui=f"http://127.0.0.1:{port_of(env, 'master-ui')}",
+                              connect=f"sc://localhost:{port_of(env, 'connect')}",
+                              connect_ui=f"http://127.0.0.1:{port_of(env, 'connect-ui')}",
                               jupyter=f"http://127.0.0.1:{port_of(env, 'jupyter')}",
                               lookup=f"http://127.0.0.1:{port_of(env, 'lookup')}")
     finally:
@@ -204,12 +219,21 @@ def test_up_starts_every_service_healthy_and_prints_the_urls(stack):
     for shown in (stack.bootstrap, f"spark://127.0.0.1:{port_of(env, 'master')}", stack.master_ui,
                   f"http://127.0.0.1:{port_of(env, 'worker-ui')}", f"{stack.jupyter}/lab?token={stack.token}",
                   stack.lookup, str(stack.home / "run" / "lookup.token"), f"joinlab run {next(iter(PATTERNS))}",
-                  "Spark UI of a job http://127.0.0.1:4040"):
+                  f"Spark Connect     {stack.connect}", f"web UI of every job {stack.connect_ui}",
+                  "Run a job on the server:", "warmed up: every pattern's query once"):
         assert shown in stack.out
+    assert "4041" not in stack.out and "Run a job on the master" not in stack.out
+    # the one application on the master: the Connect server, with every core of the worker
+    apps = master_json(stack)["activeapps"]
+    assert [(a["name"], a["cores"]) for a in apps] == [("stream-join-lab", workers[0]["cores"])], apps
     assert stat.S_IMODE((stack.home.parent / ".env").stat().st_mode) == 0o600
     jupyter_pid = json.loads((stack.home / "run" / "jupyter.json").read_text())["pid"]
     cmdline = subprocess.run(["ps", "-o", "args=", "-p", str(jupyter_pid)], capture_output=True, text=True).stdout
     assert "jupyterlab" in cmdline and stack.token not in cmdline  # not readable by other users via ps
+    connect_token = re.search(r"^SPARK_CONNECT_AUTHENTICATE_TOKEN=(\w+)$", (stack.home.parent / ".env").read_text(),
+                              re.M).group(1)
+    connect_pids = procs.tree([json.loads((stack.home / "run" / "spark-connect.json").read_text())["pid"]])
+    assert not [p for p in connect_pids if connect_token in _cmdline(p)]  # nor the server's
 
 
 def _outward_ip() -> str | None:
@@ -356,26 +380,57 @@ def test_a_second_up_reports_what_already_runs(stack):
     assert f"{stack.jupyter}/lab?token={stack.token}" in done.stdout
 
 
+def java_children(pid: int) -> set[int]:
+    """The JVMs under `pid` (its process tree), by their executable's name."""
+    return {p for p in procs.tree([pid]) - {pid} if Path(_cmdline(p).split("\0")[0]).name == "java"}
+
+
+def server_api(stack, path: str):
+    """The Connect server's web UI's REST API: its one application's `path` (JSON)."""
+    with urllib.request.urlopen(f"{stack.connect_ui}/api/v1/applications", timeout=10) as answer:
+        app = json.load(answer)[0]["id"]
+    with urllib.request.urlopen(f"{stack.connect_ui}/api/v1/applications/{app}/{path}", timeout=10) as answer:
+        return json.load(answer)
+
+
+def executor_tasks(stack) -> dict[str, int]:
+    """The server's executors (its driver not counted): id -> tasks completed."""
+    return {e["id"]: e["completedTasks"] for e in server_api(stack, "executors") if e["id"] != "driver"}
+
+
 @pytest.mark.spark
-def test_a_job_runs_on_the_standalone_master(stack):
-    """`joinlab run` with the stack's environment (no SPARK_MASTER) finds the master; its executor,
-    on the worker, runs the transformWithState Python with the lab's modules importable."""
+def test_a_job_is_a_client_of_the_labs_connect_server(stack):
+    """`joinlab run` with the stack's environment (no SPARK_REMOTE, no SPARK_MASTER) finds the lab's
+    Connect server and runs its query there: no JVM of its own, no application of its own on the
+    master (the server's is the only one); the server's executor, on the worker, runs the
+    transformWithState Python with the lab's modules importable."""
     from generators.tweet_views import generate
     from joinlab.generate import send
     from joinlab.verify import verify
     send(stack.bootstrap, generate(11, 300), progress=False)
-    # INFO: the executor then logs its tasks (a normal run keeps executors at WARN)
-    done = joinlab({**stack.env, "LAB_SPARK_LOG_LEVEL": "INFO"}, "run", "tweet-views", "--available-now",
-                   timeout=420)
-    assert done.returncode == 0, done.stderr[-3000:]
+    tasks_before = executor_tasks(stack)
+    assert tasks_before, "the Connect server has no executor"
+    jvms: set[int] = set()
+    log = stack.home / "job-tweet-views.log"
+    with open(log, "wb") as out:
+        job = subprocess.Popen([sys.executable, "-m", "joinlab", "run", "tweet-views", "--available-now"],
+                               env=stack.env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        while job.poll() is None:  # watched while it runs: a JVM of the client's would be its child
+            jvms |= java_children(job.pid)
+            time.sleep(0.2)
+    finally:
+        if job.poll() is None:
+            job.kill()
+        job.wait(timeout=420)
+    assert job.returncode == 0, log.read_text()[-3000:]
+    assert not jvms, f"`joinlab run` started JVMs of its own: {[_cmdline(p)[:200] for p in jvms]}"
     assert verify("tweet-views", stack.bootstrap).ok
-
-    def finished():
-        apps = master_json(stack).get("completedapps", [])
-        return [a for a in apps if a["name"] == "job-tweet-views" and a["state"] == "FINISHED"]
-    wait_for(finished, 60, "the master to list job-tweet-views as FINISHED")
-    executor_logs = list((stack.home / "spark-work").glob("app-*/*/stderr"))
-    assert executor_logs and any("Finished task" in p.read_text() for p in executor_logs)
+    state = master_json(stack)
+    assert [a["name"] for a in state["activeapps"]] == ["stream-join-lab"], state["activeapps"]
+    assert not state.get("completedapps"), state["completedapps"]  # no job started an application of its own
+    tasks_after = executor_tasks(stack)
+    assert sum(tasks_after.values()) > sum(tasks_before.values()), (tasks_before, tasks_after)
 
 
 @pytest.mark.spark
@@ -395,10 +450,11 @@ SPARK_JVM = re.compile(r"SparkSubmit|CoarseGrainedExecutorBackend|deploy\.master
 
 class MemoryWatch:
     """The lab's memory budget (docs/operations.md#memory): the PSS of every process of the stack,
-    the terminal job and the notebook's kernel (with its driver JVM), summed as perf.memory sums it,
-    sampled every second while the notebook runs; `check()` fails when the largest sum exceeds
-    perf.memory.BUDGET, with the table of that sample, or when a Spark JVM seen runs without the
-    shared class archive (joinlab.class_archive)."""
+    the terminal job and the notebook's kernel (Connect clients, without a JVM), summed as
+    perf.memory sums it, sampled every second while the notebook runs; `check()` fails when the
+    largest sum exceeds perf.memory.BUDGET, with the table of that sample, when a client runs a
+    JVM (a driver besides the server's), or when a Spark JVM seen runs without the shared class
+    archive (joinlab.class_archive)."""
 
     def __init__(self, stack, job_pid: int, kernel_manager):
         import threading
@@ -406,6 +462,7 @@ class MemoryWatch:
         self.peak: dict = {}
         self.peak_rows: list = []  # the largest sample's processes (perf.memory.processes)
         self.spark_jvms: dict[int, tuple[str, bool]] = {}  # on the stack: pid -> (its kind, whether it maps the class archive)
+        self.client_jvms: dict[int, str] = {}  # any JVM under the job or the kernel: pid -> its command line
         self.done = threading.Event()
         self.thread = threading.Thread(target=self._watch, daemon=True)
 
@@ -424,6 +481,9 @@ class MemoryWatch:
             table = summed(rows)
             if not self.peak or total(table)[1] > total(self.peak)[1]:
                 self.peak, self.peak_rows = table, rows
+            for client in self._extra().values():
+                for pid in java_children(client):
+                    self.client_jvms[pid] = _cmdline(pid).replace("\0", " ")[:300]
             for pid in procs.tree(list(leaders(self.stack.home, self._extra()).values())):
                 command = _cmdline(pid)
                 what = SPARK_JVM.search(command)
@@ -456,16 +516,27 @@ class MemoryWatch:
     def check(self) -> None:
         from joinlab.spark import CLUSTER_DRIVER_OPTIONS
         from perf.memory import BUDGET, gib, markdown, total
-        drivers = [p for p in procs.tree([self.job_pid]) if "SparkSubmit" in _cmdline(p)]
-        assert drivers and CLUSTER_DRIVER_OPTIONS in _cmdline(drivers[0]).replace("\0", " "), \
-            "the terminal job's driver JVM runs without the cluster driver's options"
+        assert not self.client_jvms, f"a client (the terminal job, the notebook's kernel) ran a JVM: {self.client_jvms}"
+        server = json.loads((self.stack.home / "run" / "spark-connect.json").read_text())["pid"]
+        drivers = [p for p in procs.tree([server]) if "SparkSubmit" in _cmdline(p)
+                   and Path(_cmdline(p).split("\0")[0]).name == "java"]
+        assert len(drivers) == 1 and CLUSTER_DRIVER_OPTIONS in _cmdline(drivers[0]).replace("\0", " "), \
+            "the Connect server's driver JVM runs without the cluster driver's options"
         environ = Path(f"/proc/{drivers[0]}/environ").read_bytes().split(b"\0")
-        assert b"MALLOC_ARENA_MAX=2" in environ, "the driver JVM runs with glibc's own malloc arenas"
-        assert len(self.spark_jvms) >= 6, f"a master, a worker, two drivers and two executors: {self.spark_jvms}"
+        assert b"MALLOC_ARENA_MAX=2" in environ, "the server's driver JVM runs with glibc's own malloc arenas"
+        # the master, the worker, the Connect server and its executor(s): the one driver is the server's
+        kinds = sorted(what for what, _ in self.spark_jvms.values())
+        assert [pid for pid, (what, _) in self.spark_jvms.items() if what == "SparkSubmit"] == drivers, \
+            f"a SparkSubmit JVM besides the server's: {self.spark_jvms}"
+        assert {"deploy.master.Master", "deploy.worker.Worker", "SparkSubmit", "CoarseGrainedExecutorBackend"} \
+            == set(kinds) and kinds.count("deploy.master.Master") == kinds.count("deploy.worker.Worker") == 1, \
+            f"a master, a worker, the Connect server and its executor(s): {self.spark_jvms}"
         unshared = [(pid, what, _cmdline(pid)[:300]) for pid, (what, mapped) in self.spark_jvms.items() if not mapped]
         assert not unshared, f"Spark JVMs without the class archive {class_archive.path()}: {unshared}"
         assert self.peak, "no sample of the lab's memory was taken"
-        assert any(key.startswith("notebook kernel driver JVM") for key in self.peak), self.peak
+        assert "spark-connect driver JVM" in self.peak, self.peak
+        assert not [key for key in self.peak if key.startswith(("job", "notebook kernel")) and "JVM" in key], self.peak
+        assert any(key.startswith("notebook kernel") for key in self.peak), self.peak
         rss, pss = total(self.peak)
         table = markdown({"c": self.peak}) + "\n\n" + self.jvms()
         print(f"\nthe lab's memory with a job, a generator and a notebook (largest sample): PSS {gib(pss)}, "
@@ -515,8 +586,8 @@ class TestTheWorkshop:
     @pytest.mark.spark
     @pytest.mark.timeout(1500)
     def test_0010_a_notebook_beside_the_job(self, stack, walk, tmp_path, request):
-        """tweet_views.ipynb executed in a kernel of the stack's environment (its Spark application on
-        the master beside the terminal's) while a background generator keeps sending."""
+        """tweet_views.ipynb executed in a kernel of the stack's environment (a client of the lab's
+        Connect server beside the terminal's job) while a background generator keeps sending."""
         import nbformat
         from jupyter_core.utils import run_sync
         from nbclient import NotebookClient
@@ -524,7 +595,7 @@ class TestTheWorkshop:
         from tests.test_notebooks import NOTEBOOKS_DIR, SMALL, _fresh_start, _kernel_manager, _text_outputs
         background = joinlab(stack.env, "lab", "generate", "tweet-views", "--rate", "20")
         assert background.returncode == 0, background.stderr
-        # nbclient leaves a kernel it did not start running (here until pytest exits, with its driver JVM)
+        # nbclient leaves a kernel it did not start running (here until pytest exits)
         km = _kernel_manager(tmp_path / "kernels")
         try:
             nb = nbformat.read(NOTEBOOKS_DIR / "tweet_views.ipynb", as_version=4)

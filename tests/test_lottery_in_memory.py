@@ -32,7 +32,7 @@ def test_the_job_on_in_memory_rows_in_micro_batches_gives_the_reference_outcomes
         query.stop()
         spark.catalog.dropTempView("lottery_in_memory")
 
-    data_batches = [p for p in query.recentProgress if p["numInputRows"]]
+    data_batches = [p for p in query.recentProgress if p.numInputRows]
     assert len(data_batches) == 3, "one micro-batch per chunk"
     out = [SimpleNamespace(topic=r.topic, value=r.value.encode() if isinstance(r.value, str) else r.value)
            for r in rows]

@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -60,7 +61,7 @@ def in_chunks(records, n):
 
 
 def data_batches(query) -> int:
-    return sum(p["numInputRows"] > 0 for p in query.recentProgress)
+    return sum(p.numInputRows > 0 for p in query.recentProgress)
 
 
 def session_gone_on_arrival(records, session_s: int) -> set[str]:
@@ -99,7 +100,7 @@ def test_live_and_backfill_end_with_the_same_records_and_both_equal_the_referenc
                 read_so_far = data_batches(live)
                 send(bootstrap, chunk, progress=False)
                 wait_for(lambda: data_batches(live) > read_so_far, 180, "a micro-batch reading the new records")
-            wait_for(lambda: live.lastProgress["numInputRows"] == 0, 120,
+            wait_for(lambda: live.lastProgress.numInputRows == 0, 120,
                      "the no-data micro-batch that moves the watermark past the last records")
         finally:
             live.stop()
@@ -259,20 +260,25 @@ class UserEnrichWithTier(UserEnrich):
 
 def run_on_records(spark, records, batches, checkpoint) -> list:
     """The job on in-memory records (tests/spark_rows.py), collected batch by batch in order
-    (foreachBatch resumes from a checkpoint; the memory sink does not); the rows this run wrote."""
-    out = []
+    (foreachBatch resumes from a checkpoint; the memory sink does not); the rows this run wrote.
+    foreachBatch's function runs on the Spark server: each batch goes to a folder of its own, read
+    back here in batch order."""
+    written = Path(checkpoint).parent / f"{Path(checkpoint).name}-batches"
+    before = {folder.name for folder in written.glob("[0-9]*")}  # an earlier run's, on this checkpoint
 
-    def collect(batch, batch_id):
-        out.extend(SimpleNamespace(topic=r.topic, value=r.value.encode()) for r in batch.collect())
+    def keep(batch, batch_id):
+        batch.select("topic", "value").write.mode("overwrite").json(f"{written}/{batch_id:06d}")
 
     with runner.configured(spark, money):
-        query = (money.build(read_records(spark, records, batches=batches)).writeStream.foreachBatch(collect)
+        query = (money.build(read_records(spark, records, batches=batches)).writeStream.foreachBatch(keep)
                  .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
     try:
         query.awaitTermination()
     finally:
         query.stop()
-    return out
+    ran = [folder for folder in sorted(written.glob("[0-9]*")) if folder.name not in before]
+    return [SimpleNamespace(topic=r.topic, value=r.value.encode())
+            for folder in ran for r in spark.read.schema("topic string, value string").json(str(folder)).collect()]
 
 
 def user_stage(cls) -> list:

@@ -18,6 +18,7 @@ from joinlab import logs
 from joinlab.status import NO_EXECUTOR_S, NO_WATERMARK, ExecutorWatch, Watcher, batch_status
 from joinlab.topics import records_on
 from tests.conftest import ROOT, committed_batches, kill_group, wait_for
+from tests.server_side import server_session
 
 LOTTERY_PROGRESS = {
     "id": "q", "runId": "r", "name": "lottery", "timestamp": "2026-11-22T10:00:02.000Z", "batchId": 7,
@@ -149,10 +150,11 @@ EXECUTOR_LOST = [
 
 @pytest.mark.spark
 def test_a_lost_executor_is_one_line_in_the_drivers_log(spark):
-    """The driver's own log4j, configured by the lab at WARN, passes Spark's "Lost executor" line and
-    denies the echoes of the same loss (asked of the live configuration's logger filters)."""
+    """The server's log4j, configured by the lab at WARN (the log4j2 file of joinlab.logs that its
+    JVM starts with), passes Spark's "Lost executor" line and denies the echoes of the same loss
+    (asked of the live configuration's logger filters)."""
     for logger, level, message, shown in EXECUTOR_LOST:
-        assert passes(spark, logger, level, message) == shown, f"{logger} {level} {message!r}"
+        assert passes(logger, level, message) == shown, f"{logger} {level} {message!r}"
 
 
 KAFKA_OFFSETS = "org.apache.spark.sql.kafka010.KafkaOffsetReaderAdmin"
@@ -162,14 +164,29 @@ KAFKA_OFFSETS = "org.apache.spark.sql.kafka010.KafkaOffsetReaderAdmin"
 def test_a_retried_kafka_offset_request_is_quiet_and_the_offsets_it_found_are_shown(spark):
     """Spark's Kafka source retries an end-offset request that failed (a topic being recreated),
     logging the failure with a stack: quiet. What it found wrong stays in the log."""
-    assert not passes(spark, KAFKA_OFFSETS, "WARN", "Error in attempt 1 getting Kafka offsets: ")
-    assert passes(spark, KAFKA_OFFSETS, "WARN", "Found incorrect offsets in some partitions (partition, previous "
+    assert not passes(KAFKA_OFFSETS, "WARN", "Error in attempt 1 getting Kafka offsets: ")
+    assert passes(KAFKA_OFFSETS, "WARN", "Found incorrect offsets in some partitions (partition, previous "
                                                "offset, fetched offset): List((tweets-0,73,0))")
 
 
-def passes(spark, logger: str, level: str, message: str) -> bool:
-    """Whether the driver's live log4j configuration lets this event through (level and filters)."""
-    log4j = spark._jvm.org.apache.logging.log4j
+@pytest.mark.spark
+def test_the_query_failure_a_client_reports_is_quiet_in_the_servers_log(spark):
+    """A failing query's JVM stack (MicroBatchExecution's "terminated with error") stays out of the
+    server's log: the client that awaits the query says why in a line (joinlab.job.failure). It was
+    set by joinlab.job.quiet_failures in the client's JVM; a Connect client has none, so it is a
+    rule of the server's log4j2 file now (joinlab.logs.QUIET_EVENTS)."""
+    micro_batches = "org.apache.spark.sql.execution.streaming.runtime.MicroBatchExecution"
+    assert not passes(micro_batches, "ERROR", "Query tweet_views [id = 1, runId = 2] terminated with error")
+    assert passes(micro_batches, "WARN", "Some other warning of the micro-batch loop")
+
+
+def passes(logger: str, level: str, message: str) -> bool:
+    """Whether the server's live log4j configuration lets this event through (level and filters);
+    its JVM is this process's child (tests/server_side.py)."""
+    jvm = server_session()._jvm
+    assert str(jvm.java.lang.System.getProperty("log4j2.configurationFile")).startswith("file:"), \
+        "the server's JVM starts with the lab's log4j2 file (joinlab.logs.java_options)"
+    log4j = jvm.org.apache.logging.log4j
     config = log4j.LogManager.getContext(False).getConfiguration().getLoggerConfig(logger)  # or its nearest ancestor's
     passes_level = config.getLevel().isLessSpecificThan(log4j.Level.getLevel(level))
     event = (log4j.core.impl.Log4jLogEvent.newBuilder().setLoggerName(logger).setLevel(log4j.Level.getLevel(level))
@@ -181,9 +198,10 @@ def passes(spark, logger: str, level: str, message: str) -> bool:
 @pytest.mark.spark
 def test_at_info_spark_shows_everything_it_quiets_at_warn(tmp_path):
     """A driver started at LAB_SPARK_LOG_LEVEL=INFO prints Spark's INFO lines and the warnings the
-    lab quiets at WARN (pyspark alone would drop INFO lines: it counts as a shell)."""
-    script = ("from joinlab.spark import session; s = session('info'); s.range(3).count(); s.stop()")
-    env = {**os.environ, "LAB_HOME": str(tmp_path), "SPARK_MASTER": "local[1]", "LAB_SPARK_LOG_LEVEL": "INFO"}
+    lab quiets at WARN (pyspark alone would drop INFO lines: it counts as a shell). The driver is the
+    Connect server the script starts (no $SPARK_REMOTE, no lab): its log level is its JVM's log4j2 file."""
+    script = ("from joinlab.spark import session, stop; s = session('info'); s.range(3).count(); stop(s)")
+    env = {**own_server_env(), "LAB_HOME": str(tmp_path), "SPARK_MASTER": "local[1]", "LAB_SPARK_LOG_LEVEL": "INFO"}
     done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -191,9 +209,16 @@ def test_at_info_spark_shows_everything_it_quiets_at_warn(tmp_path):
     assert "incubator modules" in done.stderr and "NativeCodeLoader" in done.stderr
 
 
+def own_server_env() -> dict[str, str]:
+    """This environment without the test session's server: a `joinlab` process starts its own."""
+    from joinlab.spark import TOKEN_VARIABLE
+    return {k: v for k, v in os.environ.items() if k not in ("SPARK_REMOTE", TOKEN_VARIABLE)}
+
+
 STOP_SCRIPT = """
 import json, pathlib, sys
-from joinlab.spark import session, state_stores, stop
+import psutil
+from joinlab.spark import session, stop
 folder = pathlib.Path(sys.argv[1])
 (folder / "in").mkdir()
 (folder / "in" / "a.json").write_text("".join(json.dumps({"k": i % 3}) + "\\n" for i in range(20)))
@@ -202,24 +227,24 @@ query = (spark.readStream.schema("k int").json(str(folder / "in")).groupBy("k").
          .format("noop").outputMode("update").option("checkpointLocation", str(folder / "cp"))
          .trigger(availableNow=True).start())
 query.awaitTermination()
-stores = state_stores(spark)
-before = stores.isMaintenanceRunning()
+jvms = [p for p in psutil.Process().children() if p.name() == "java"]
+before = [p.pid for p in jvms if p.is_running()]
 stop(spark)
-print(json.dumps({"before": before, "after": stores.isMaintenanceRunning()}))
+print(json.dumps({"before": len(before), "after": [p.pid for p in jvms if psutil.pid_exists(p.pid)]}))
 """
 
 
 @pytest.mark.spark
-def test_a_stopped_session_leaves_no_state_store_maintenance_behind(tmp_path):
-    """A JVM that outlives its session (a notebook kernel after lab.stop(), `joinlab demo all`
-    between patterns): Spark's StateStore maintenance task would stay scheduled and, at its next
-    run, log "Error running maintenance task" with a stack (SparkEnv not active). The lab's stop
-    cancels it; it ran before, after a stateful query."""
-    env = {**os.environ, "LAB_HOME": str(tmp_path), "SPARK_MASTER": "local[1]", "LAB_SPARK_UI": "false"}
+def test_a_stopped_session_leaves_no_spark_jvm_behind(tmp_path):
+    """A process that runs its own server (a notebook kernel without a lab after lab.stop(), `joinlab
+    demo`): the lab's stop ends the server and its JVM, so nothing of it (Spark's StateStore
+    maintenance task, which would log "Error running maintenance task" with a stack at its next run,
+    the Kafka producers) outlives the session in that process. It ran a stateful query first."""
+    env = {**own_server_env(), "LAB_HOME": str(tmp_path), "SPARK_MASTER": "local[1]", "LAB_SPARK_UI": "false"}
     done = subprocess.run([sys.executable, "-c", STOP_SCRIPT, str(tmp_path)], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert json.loads(done.stdout.strip().splitlines()[-1]) == {"before": True, "after": False}, done.stderr[-3000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == {"before": 1, "after": []}, done.stderr[-3000:]
 
 
 # --- Spark UI -------------------------------------------------------------------------------------
@@ -257,7 +282,8 @@ def test_joinlab_run_prints_a_line_per_batch_that_matches_the_topics_and_the_ui_
     generate(["--count", "300", "--seed", "3", "--malformed", "0.05", "--bootstrap", bootstrap,
               "--no-progress"])
     sent = records_on(bootstrap, ["users", "tweets"])
-    env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": bootstrap, "LAB_HOME": str(tmp_path),
+    # its own server (the test session's runs no UI), whose UI and log are the job's
+    env = {**own_server_env(), "KAFKA_BOOTSTRAP_SERVERS": bootstrap, "LAB_HOME": str(tmp_path),
            "SPARK_MASTER": "local[2]", "LAB_SPARK_UI": "true", "LAB_SPARK_LOG_LEVEL": "WARN"}
     out, err = tmp_path / "run.out", tmp_path / "run.err"
     with open(out, "wb") as stdout, open(err, "wb") as stderr:

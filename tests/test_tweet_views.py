@@ -35,7 +35,7 @@ def test_final_views_equal_the_batch_reference(spark, bootstrap, tmp_path, seed,
     setup_topics(bootstrap)
     send(bootstrap, generate(seed, 1500, **DISORDERS[disorder]), progress=False)
     query = run_to_end(spark, bootstrap, tmp_path / "cp", max_offsets_per_trigger=400)
-    assert len([p for p in query.recentProgress if p["numInputRows"]]) >= 3, "want several micro-batches"
+    assert len([p for p in query.recentProgress if p.numInputRows]) >= 3, "want several micro-batches"
     report = verify("tweet-views", bootstrap)
     assert report.expected > 800
     assert report.ok, "\n".join(report.lines())

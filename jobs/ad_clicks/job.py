@@ -103,11 +103,9 @@ def _canonical(batches: list[list]) -> tuple:
 def _through_spark(solution: ModuleType | None, batches: tuple) -> tuple:
     """One run per solution and batches: the grader plays a scenario as sent, after a restart and
     reordered, and all three are this same run (the candidate's parts keep no state of their own)."""
-    from pyspark.sql import SparkSession
-
     from joinlab.generate import Record
     from joinlab.spark import session
-    spark = SparkSession.getActiveSession() or session("ad-clicks-in-memory")
+    spark = session("ad-clicks-in-memory")  # this process's session, if it has one
     records = [[Record(topic, key, value, "event") for topic, key, value in batch] for batch in batches]
     return tuple(microbatch.run(spark, lambda raw: build(raw, solution), records))
 

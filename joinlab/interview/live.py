@@ -15,6 +15,7 @@ from types import ModuleType
 
 from joinlab import job as runner
 from joinlab import patterns
+from joinlab.config import lab_home
 from joinlab.demo import DEMO_DISORDER, demo_broker
 from joinlab.generate import Record, send
 from joinlab.interview import exercise
@@ -83,7 +84,7 @@ def run(pattern: str, solution: ModuleType, *, seed: int = 7, count: int = 1200,
         say(f"{len(records)} events on {', '.join(job.INPUT_TOPICS)} at {bootstrap}; "
             f"starting the job with your {exercise(pattern).what}")
         spark = spark or session(f"interview-{pattern}")
-        checkpoint = tempfile.mkdtemp(prefix=f"interview-{pattern}-")
+        checkpoint = tempfile.mkdtemp(prefix=f"interview-{pattern}-", dir=lab_home())  # the server writes it
         with runner.services(job, bootstrap):
             query = runner.start(spark, job, bootstrap, checkpoint, solution=solution,
                                  max_offsets_per_trigger=max(50, len(records) // 4))
@@ -153,7 +154,7 @@ def _wait_for_batches(query, batches: int, timeout_s: float) -> int:
     """Until `batches` micro-batches with input are done, the query failed, or time is up: how many are."""
     deadline = time.monotonic() + timeout_s
     while True:
-        done = len([p for p in query.recentProgress if p["numInputRows"]])
+        done = len([p for p in query.recentProgress if p.numInputRows])
         if done >= batches or not query.isActive or time.monotonic() >= deadline:
             return done
         query.awaitTermination(0.2)

@@ -20,7 +20,7 @@ from joinlab.notebook.env import connect, setting
 from joinlab.notebook.feed import Feed
 from joinlab.notebook.peek import frame, topic_ends
 from joinlab.notebook.progress import as_dict, wait_until
-from joinlab.spark import executors, session, stop
+from joinlab.spark import executors, session, stop, ui_url
 from joinlab.status import Watcher, offsets
 from joinlab.topics import NoSuchTopic
 from joinlab.topics import Record as TopicRecord
@@ -138,7 +138,7 @@ class Lab:
         """The lab's Spark session (RocksDB state store), kept for the rest of the notebook."""
         os.environ.setdefault("LAB_SPARK_LOG_LEVEL", "ERROR")  # keep WARN lines out of the cells
         self.spark = session(f"notebook-{self.pattern}", **{"spark.sql.streaming.numRecentProgressUpdates": "1000"})
-        if ui := self.spark.sparkContext.uiWebUrl:
+        if ui := ui_url(self.spark):
             print(f"Spark UI {ui} (Structured Streaming tab: rates, durations, state, watermark)")
         return self.spark
 
@@ -205,11 +205,10 @@ class Lab:
         more = sum(self.counts(self.job.INPUT_TOPICS).values()) - sum(sum(parts.values()) for parts in target.values())
         return " ".join([
             f"after {waited_s:.0f} s the job still has {left} input records to read of those there when this started.",
-            "This notebook's Spark application has no executor: the Spark worker's cores are all taken by other "
-            "applications (the master's web UI lists them); stop one (Ctrl-C a `joinlab run`, another notebook's "
-            "`lab.stop()`) and it goes on." if self.spark is not None and executors(self.spark) == 0 else
-            "It reads them on its share of the cores (a `joinlab run` beside it has another): run the cell again to "
-            "wait longer.",
+            "The lab's Spark server has no executor: is the Spark worker up (`make ps`; `make up` starts a missing "
+            "one)? The job goes on once one registers." if self.spark is not None and executors(self.spark) == 0 else
+            "It shares the lab's Spark server with every other job of the room (a `joinlab run`, other notebooks): "
+            "run the cell again to wait longer.",
             f"{more} more came meanwhile from elsewhere (a generator in a terminal?); it does not wait for those, but "
             f"reads them too: `joinlab lab down gen-{self.pattern}` stops a background generator." if more > 0 else ""])
 
@@ -293,12 +292,14 @@ class Lab:
         """Stop the generator, the query, the services the job called and the Spark session."""
         if self.feed:
             self.feed.stop()
-        if self.query is not None and self.query.isActive:
+        if self.spark is not None and self.query is not None and self.query.isActive:
             runner.stop_between_batches(self.query)
+        # asked of the server, so before the session ends (a query of an ended session is not active)
+        active = bool(self.spark is not None and self.query and self.query.isActive)
         if self.services is not None:
             self.services.__exit__(None, None, None)
             self.services = None
         if self.spark is not None:
             stop(self.spark)
             self.spark = None
-        print(f"stopped: generator {self.feed!r}, query active: {bool(self.query and self.query.isActive)}")
+        print(f"stopped: generator {self.feed!r}, query active: {active}")

@@ -17,12 +17,13 @@ from joinlab import broker, patterns
 from joinlab.config import lab_home
 from joinlab.stack import procs, services, settings
 from joinlab.stack.procs import Service, StackError
-from joinlab.stack.services import JUPYTER, LOOKUP, MASTER, WORKER
+from joinlab.stack.services import CONNECT, JUPYTER, LOOKUP, MASTER, WORKER
 from joinlab.topics import create_topics
 
-CORE = [MASTER, WORKER, JUPYTER, LOOKUP]
+CORE = [MASTER, WORKER, CONNECT, JUPYTER, LOOKUP]
 # Each service's ports (keys of settings.PORTS), checked to be free before it starts.
-LISTENS_ON = {MASTER: ["master", "master-ui"], WORKER: ["worker-ui"], JUPYTER: ["jupyter"], LOOKUP: ["lookup"]}
+LISTENS_ON = {MASTER: ["master", "master-ui"], WORKER: ["worker-ui"], CONNECT: ["connect", "connect-ui"],
+              JUPYTER: ["jupyter"], LOOKUP: ["lookup"]}
 
 
 def marker() -> str:
@@ -38,13 +39,14 @@ def up(generators: bool = False, rate: float | None = None, duration: float | No
     timeout_s = float(settings.setting("LAB_UP_TIMEOUT", "180"))
     current = {name: procs.load(name) for name in CORE}
     running = {name for name, service in current.items() if procs.is_running(service)}
-    if WORKER in running and MASTER not in running:  # registered with a master that is gone
-        procs.stop([current[WORKER]])
-        running.discard(WORKER)
+    if MASTER not in running:  # registered with a master that is gone
+        procs.stop([current[name] for name in (WORKER, CONNECT) if name in running])
+        running -= {WORKER, CONNECT}
     existing_broker = broker.running_broker()
     settings.check_free(([] if existing_broker else ["broker"])
                         + [key for name in CORE if name not in running for key in LISTENS_ON[name]])
     token = current[JUPYTER].extra["token"] if JUPYTER in running else settings.jupyter_token()
+    connect_token = current[CONNECT].extra["token"] if CONNECT in running else settings.connect_token()
     (lab_home() / "stack").write_text("native\n")
     started: list[Service] = []
     began = time.monotonic()
@@ -74,6 +76,10 @@ def up(generators: bool = False, rate: float | None = None, duration: float | No
         worker = ensure(WORKER, lambda: services.start_worker(master))
         for service in (worker, jupyter, lookup):
             wait_healthy(service)
+        connect = ensure(CONNECT, lambda: services.start_connect(master, connect_token))
+        wait_healthy(connect)
+        if connect.name not in running:
+            warm(connect)
         if generators:
             for pattern in patterns.PATTERNS:
                 existing = procs.load(services.gen_name(pattern))
@@ -87,11 +93,29 @@ def up(generators: bool = False, rate: float | None = None, duration: float | No
             broker.stop_background()
         raise
     print(f"Healthy after {time.monotonic() - began:.1f} s.\n")
-    summary(info.bootstrap_servers, master, worker, jupyter, lookup)
+    summary(info.bootstrap_servers, master, worker, connect, jupyter, lookup)
     return 0
 
 
-def summary(bootstrap: str, master: Service, worker: Service, jupyter: Service, lookup: Service) -> None:
+def warm(connect: Service) -> None:
+    """Run each pattern's query once on the new server, on a few records (joinlab.microbatch, no
+    broker), so that the room's first job does not pay for the server's class loading and JIT."""
+    from joinlab import microbatch
+    from joinlab.spark import connect as client
+    began = time.monotonic()
+    spark = client(connect.url, connect.extra["token"])
+    try:
+        for pattern in patterns.PATTERNS:
+            if patterns.job(pattern).LOOKUP is None:  # a job that asks the lookup service needs its topic
+                records = patterns.generator(pattern).generate(1, 40)
+                microbatch.run(spark, patterns.job(pattern).build, [records[:20], records[20:]])
+    finally:
+        spark.stop()
+    print(f"  {'':<19}warmed up: every pattern's query once, in {time.monotonic() - began:.0f} s")
+
+
+def summary(bootstrap: str, master: Service, worker: Service, connect: Service, jupyter: Service,
+            lookup: Service) -> None:
     pattern = next(iter(patterns.PATTERNS))
     exe = Path(sys.executable).parent / "joinlab"
     lab = exe.relative_to(Path.cwd()) if exe.is_relative_to(Path.cwd()) else exe
@@ -99,12 +123,12 @@ def summary(bootstrap: str, master: Service, worker: Service, jupyter: Service, 
     print(f"  Kafka bootstrap   {bootstrap}")
     print(f"  Spark master      {master.url}   web UI {master.extra['ui']}")
     print(f"  Spark worker UI   {worker.url}")
+    print(f"  Spark Connect     {connect.url}   token in .env (SPARK_CONNECT_AUTHENTICATE_TOKEN); "
+          f"web UI of every job {connect.extra['ui']}")
     print(f"  JupyterLab        {jupyter.url}/lab?token={jupyter.extra['token']}   <- open this one")
     print(f"  Session lookup    {lookup.url}   token from {lookup.extra['token_from']}")
-    print(f"  Spark UI of a job http://{settings.HOST}:4040   (each job and notebook prints its own: "
-          "the next takes 4041, ...)")
-    print(f"Run a job on the master:  {lab} run {pattern}   (jobs and notebooks use {master.url} while it runs;")
-    print("                          SPARK_MASTER=local[*] runs one in-process instead)")
+    print(f"Run a job on the server:  {lab} run {pattern}   (jobs, notebooks and the grader are its clients while "
+          "it runs)")
     print(f"Events at a rate:         {lab} lab generate {pattern} --rate 50")
     print("`make ps` lists the services, `make logs SERVICE=spark-worker` follows a log, `make down` stops all.")
 

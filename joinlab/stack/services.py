@@ -24,9 +24,10 @@ from joinlab.patterns import module_name
 from joinlab.stack.procs import Service, StackError
 from joinlab.stack.settings import HOST, port, setting
 
-MASTER, WORKER, JUPYTER, LOOKUP = "spark-master", "spark-worker", "jupyter", "lookup"
+MASTER, WORKER, CONNECT, JUPYTER, LOOKUP = "spark-master", "spark-worker", "spark-connect", "jupyter", "lookup"
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
+CONNECT_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 
 
 def spark_home() -> str:
@@ -133,6 +134,59 @@ def worker_registered(worker: Service) -> bool:
                for w in state.get("workers", []))
 
 
+def connect_command(master: str, number: int, ui: int, host: str = HOST) -> list[str]:
+    """spark-submit of the lab's Spark Connect server (Spark's own, `sbin/start-connect-server.sh`'s
+    class) on `master`, for clients on `host`:`number`, its web UI on `ui`: the native stack's
+    (start_connect) and the Compose stack's (joinlab.stack.connect_server), so both run one
+    definition. One application for the whole room: every core of the worker (an application gets
+    half by default, spark.deploy.defaultCores). No token here: it is read from the server's
+    environment, never its command line (`ps` shows that to all)."""
+    from joinlab.spark import server_conf
+    conf = {**server_conf(master, number, host), "spark.app.name": "stream-join-lab", "spark.cores.max": str(cores()),
+            "spark.ui.port": str(ui), "spark.port.maxRetries": "0"}
+    return [f"{spark_home()}/bin/spark-submit", "--class", CONNECT_CLASS, "--name", "stream-join-lab",
+            *[arg for key, value in conf.items() for arg in ("--conf", f"{key}={value}")]]
+
+
+def start_connect(master: Service, token: str) -> Service:
+    """The lab's Spark Connect server: the one driver every job, notebook and grader of the lab is a
+    client of, on the lab's master, its token in its environment."""
+    from joinlab.spark import TOKEN_VARIABLE
+    number, ui = port("connect"), port("connect-ui")
+    env = {**base_env(), **lookup_env(), TOKEN_VARIABLE: token, "MALLOC_ARENA_MAX": base_env()["MALLOC_ARENA_MAX"]}
+    return procs.spawn(CONNECT, connect_command(master.url, number, ui), CONNECT_CLASS, env,
+                       url=f"sc://localhost:{number}", extra={"token": token, "ui": f"http://{HOST}:{ui}"})
+
+
+def connect_answers(url: str, token: str) -> bool:
+    """Whether the server at `url` answers a client with `token`; StackError when it answers one
+    without (a server whose token is off fails `make up`, as JupyterLab's does)."""
+    from joinlab.spark import ServerError, connect
+    try:
+        connect(url, token).stop()
+    except ServerError:
+        return False
+    try:
+        connect(url, "").stop()
+    except ServerError:
+        return True
+    raise StackError(f"the Spark Connect server at {url} answers without its token; the lab refuses to run that way")
+
+
+def connect_healthy(server: Service) -> bool:
+    """The native server's check (connect_answers)."""
+    return connect_answers(server.url, server.extra["token"])
+
+
+def running_connect_server() -> tuple[str, str] | None:
+    """(url, token) of the native lab's Connect server while its process runs, else None."""
+    try:
+        server = procs.load(CONNECT)
+        return (server.url, server.extra["token"]) if procs.is_running(server) else None
+    except (StackError, OSError, KeyError):  # never let a stale state file break a session
+        return None
+
+
 # JupyterLab for a room of participants. Defaults (a participant's own settings still win): no
 # pop-up asking about Jupyter news and no update check, each a request to the internet.
 JUPYTER_DEFAULTS = {"@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": False}}
@@ -202,6 +256,7 @@ def start_lookup(bootstrap: str) -> Service:
 HEALTH = {
     MASTER: (lambda master: master_state(master.extra["ui"]).get("status") == "ALIVE", "answering"),
     WORKER: (worker_registered, "registered with the master (ALIVE)"),
+    CONNECT: (connect_healthy, "answering a client with its token (and refusing one without)"),
     JUPYTER: (jupyter_healthy, "answering /api/status with its token"),
     LOOKUP: (lambda lookup: health_problem(lookup.url, timeout_s=2.0) is None,
              "answering /health, and 401 to a session request without its token"),
@@ -219,12 +274,3 @@ def start_generator(pattern: str, bootstrap: str, rate: float, count: int | None
     cmd = [sys.executable, "-m", module, "--rate", str(rate), *size, "--bootstrap", bootstrap, "--no-progress",
            *extra_args]
     return procs.spawn(gen_name(pattern), cmd, module, base_env())
-
-
-def running_master_url() -> str | None:
-    """spark://... of the native stack's master while its process runs, else None."""
-    try:
-        master = procs.load(MASTER)
-        return master.url if procs.is_running(master) else None
-    except (StackError, OSError):  # never let a stale state file break a session
-        return None

@@ -31,6 +31,8 @@ PORTS = {
     "worker-ui": Port("Spark worker web UI", "LAB_SPARK_WORKER_UI_PORT", 8081),
     "jupyter": Port("JupyterLab", "LAB_JUPYTER_PORT", 8888),
     "lookup": Port("session lookup service", "LAB_LOOKUP_PORT", 8090),
+    "connect": Port("Spark Connect server", "LAB_SPARK_CONNECT_PORT", 15002),
+    "connect-ui": Port("Spark Connect server's web UI (every job's)", "LAB_SPARK_UI_PORT", 4040),
 }
 
 
@@ -89,19 +91,29 @@ def _suggest(number: int) -> int:
 
 def jupyter_token() -> str:
     """$JUPYTER_TOKEN, else .env's; else a new one, written to .env (created from .env.example, 0600)."""
-    if token := setting("JUPYTER_TOKEN", ""):
-        return token
-    token = secrets.token_hex(16)
+    return token("JUPYTER_TOKEN")
+
+
+def connect_token() -> str:
+    """The Spark Connect server's token, as JupyterLab's: $SPARK_CONNECT_AUTHENTICATE_TOKEN, else .env's, else new."""
+    return token("SPARK_CONNECT_AUTHENTICATE_TOKEN")
+
+
+def token(name: str) -> str:
+    """$NAME, else .env's NAME; else a new one, written to .env (created from .env.example, 0600)."""
+    if value := setting(name, ""):
+        return value
+    value = secrets.token_hex(16)
     path = env_file()
     source = path if path.exists() else project_dir() / ".env.example"
     text = source.read_text() if source.exists() else ""
-    text, replaced = re.subn(r"^JUPYTER_TOKEN=.*$", f"JUPYTER_TOKEN={token}", text, count=1, flags=re.M)
+    text, replaced = re.subn(rf"^{name}=.*$", f"{name}={value}", text, count=1, flags=re.M)
     if not replaced:
-        text += ("" if text.endswith("\n") or not text else "\n") + f"JUPYTER_TOKEN={token}\n"
+        text += ("" if text.endswith("\n") or not text else "\n") + f"{name}={value}\n"
     path.touch()
     path.chmod(0o600)  # before the token is in it
     path.write_text(text)
-    return token
+    return value
 
 
 def notebook_dir() -> Path:

@@ -17,7 +17,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Callable
 
-from joinlab.status import offset_spans
+from joinlab.status import as_dict, offset_spans
 
 # The parts of durationMs that a micro-batch spends in sequence (Spark's MicroBatchExecution):
 # planning the offsets, writing them to the WAL, running the batch (read, parse, state, sink:
@@ -70,7 +70,7 @@ class BatchStats:
 
 
 def stats_of(label: str, progress: list[dict], wall_s: float) -> BatchStats:
-    batches = [p for p in progress if p.get("numInputRows")]
+    batches = [p for p in map(as_dict, progress) if p.get("numInputRows")]
     if len(batches) < 2:
         raise BenchError(f"{label}: {len(batches)} batch(es) with input; need at least 2 (one is start-up)")
     rest = batches[1:]

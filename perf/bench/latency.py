@@ -19,6 +19,7 @@ from joinlab import patterns
 from perf.bench.batches import BenchError, Deadline, log
 from joinlab.generate import Disorder, Record, send
 from joinlab.job import start, stop_between_batches
+from joinlab.status import as_dict
 from joinlab.topics import end_offsets, partitions_of, plain_consumer
 
 PATTERN = "tweet-views"
@@ -193,7 +194,7 @@ def end_to_end_latency(spark, bootstrap: str, checkpoint: Path, seed: int, rate:
             incomplete = ""
         except BenchError as exc:  # report what matched, and say that it is incomplete
             incomplete = f"INCOMPLETE: {exc}"
-        durations = [p["durationMs"]["triggerExecution"] for p in query.recentProgress[batches_before:]
+        durations = [p["durationMs"]["triggerExecution"] for p in map(as_dict, query.recentProgress[batches_before:])
                      if p.get("numInputRows")]
     finally:
         stop_between_batches(query)

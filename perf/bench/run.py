@@ -32,9 +32,6 @@ from joinlab.config import lab_home
 
 # Loggers that would flood stderr, quieted only when the level is the default WARN: "current batch
 # is falling behind" is expected in the latency run, where a batch outlasts the trigger.
-NOISY_LOGGERS = ["org.apache.spark.sql.execution.streaming.runtime.ProcessingTimeExecutor"]
-
-
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m perf.bench", description=(
         "Per pattern: the tiny batch, the steady rate and the ceiling (processors that do nothing); "
@@ -86,18 +83,11 @@ def _broker(args: argparse.Namespace, stack: ExitStack) -> tuple[str, str]:
 
 
 def _spark(stack: ExitStack):
-    """The lab's session, stopped when `stack` closes (before the broker: joinlab.spark.stop closes
-    the connector's producers first) unless it was running before."""
-    from pyspark.sql import SparkSession
+    """The lab's session (a running lab's server, else one in this process), stopped when `stack`
+    closes, before the broker."""
     from joinlab.spark import session, stop
-    existed = SparkSession.getActiveSession() is not None
     spark = session("joinlab-bench")
-    if not existed:
-        stack.callback(stop, spark)
-    if os.environ.get("LAB_SPARK_LOG_LEVEL", "WARN").upper() == "WARN":
-        log4j = spark._jvm.org.apache.logging.log4j
-        for name in NOISY_LOGGERS:
-            log4j.core.config.Configurator.setLevel(name, log4j.Level.ERROR)
+    stack.callback(stop, spark)
     return spark
 
 
