@@ -27,7 +27,8 @@ HERE = Path(__file__).resolve().parent
 
 
 def pinned_pyspark(pyproject: Path) -> str:
-    """X of the `pyspark==X` dependency; SystemExit naming the file when there is no exact pin."""
+    """X of the `pyspark==X` dependency (with extras or without: `pyspark[connect]==X`); SystemExit
+    naming the file when there is no exact pin."""
     if not pyproject.is_file():
         sys.exit(f"no {pyproject}: the connector's Spark version is pyproject.toml's pyspark==X pin "
                  "(copy it beside this script, or name it in $PYPROJECT)")
@@ -35,7 +36,8 @@ def pinned_pyspark(pyproject: Path) -> str:
     for requirement in dependencies:
         name = re.match(r"\s*([A-Za-z0-9_.-]+)", requirement).group(1)
         if name.lower() == "pyspark":
-            pin = re.fullmatch(r"\s*pyspark\s*==\s*([0-9][0-9A-Za-z.+-]*)\s*", requirement, re.I)
+            pin = re.fullmatch(r"\s*pyspark\s*(?:\[[\w\s,.-]*\])?\s*==\s*([0-9][0-9A-Za-z.+-]*)\s*",
+                               requirement, re.I)
             if not pin:
                 sys.exit(f"{pyproject} must pin pyspark exactly (pyspark==X) for the image's Kafka connector, "
                          f"not {requirement!r}")

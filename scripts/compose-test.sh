@@ -6,12 +6,14 @@
 #   2. up         every service, waiting for every health check (up --wait), then each one's state
 #   3. kafka      Apache Kafka started (its "Kafka Server started" line) and answers on the EXTERNAL
 #                 listener, 127.0.0.1:9092 from this machine, as the stack's cluster
-#   4. token      JupyterLab refuses a request without its token and accepts one with it
+#   4. token      JupyterLab refuses a request without its token and accepts one with it; so does
+#                 the Spark Connect server, asked from the JupyterLab container as its jobs ask it
 #   5. ports      every published port is bound to 127.0.0.1
 #   6. PATTERN    for tweet-views and car-pollution: the pattern's generator service sends seeded,
-#                 disordered events to Kafka; the job runs with its driver in the JupyterLab
-#                 container on the Spark master's workers until it has caught up; verify compares
-#                 its output topic with the batch reference
+#                 disordered events to Kafka; the job runs in the JupyterLab container as a client
+#                 of the spark-connect service, whose driver runs it on the Spark master's workers,
+#                 until it has caught up (that container runs no JVM); verify compares its output
+#                 topic with the batch reference
 #   7. down       stop and remove everything, volumes too, and check that nothing is left
 #
 # Where apache/kafka:4.1.1 is neither here nor pullable (no registry answers), the stack runs with
@@ -19,7 +21,8 @@
 # native lab); without the official python base image, on the one scripts/docker-engine.sh builds.
 # The builds fetch jars with Maven from Maven Central (or MAVEN_REPO) and trust LAB_EXTRA_CA_BUNDLE,
 # by default this machine's CA bundle (so they work behind the same TLS interception as the host;
-# LAB_EXTRA_CA_BUNDLE=none for no extra CA). Ports 9092, 8080, 7077, 8888 and 8090 must be free.
+# LAB_EXTRA_CA_BUNDLE=none for no extra CA). Ports 9092, 8080, 7077, 8888, 8090, 15002 and 4040
+# must be free.
 #
 # Exit status: 0 = all verified; 3 = no Docker engine, Compose v2 or base image here (nothing started);
 # anything else = a step failed (its output is printed, and the stack is torn down all the same).
@@ -82,13 +85,14 @@ else
   unset LAB_EXTRA_CA_BUNDLE
 fi
 
-# A project of its own (never the user's `make up` stack), with a fresh token.
+# A project of its own (never the user's `make up` stack), with fresh tokens.
 PROJECT=joinlab-compose-test
 WORK=$(mktemp -d)
 TOKEN=$(python3 -c 'import secrets; print(secrets.token_hex(16))')
-printf 'JUPYTER_TOKEN=%s\n' "$TOKEN" > "$WORK/test.env"
+CONNECT_TOKEN=$(python3 -c 'import secrets; print(secrets.token_hex(16))')
+printf 'JUPYTER_TOKEN=%s\nSPARK_CONNECT_AUTHENTICATE_TOKEN=%s\n' "$TOKEN" "$CONNECT_TOKEN" > "$WORK/test.env"
 chmod 600 "$WORK/test.env"
-unset COMPOSE_PROFILES JUPYTER_TOKEN
+unset COMPOSE_PROFILES JUPYTER_TOKEN SPARK_CONNECT_AUTHENTICATE_TOKEN LAB_SPARK_CONNECT_PORT LAB_SPARK_UI_PORT
 DC=(docker compose --project-name "$PROJECT" --project-directory . "${FILES[@]}" --env-file "$WORK/test.env")
 
 teardown() {
@@ -196,6 +200,25 @@ find notebooks -path 'notebooks/.Trash-*' -name 'compose-test-write-check.ipynb*
 find notebooks -depth -path 'notebooks/.Trash-*' -type d -empty -delete
 step_end
 
+step_start "Spark Connect token"
+# From the JupyterLab container, as its jobs connect (joinlab.spark.connect over the stack's network).
+"${DC[@]}" exec -T jupyter python3 - <<'CHECK' || fail "the Spark Connect token check failed"
+import os
+from joinlab.spark import ServerError, connect
+url, token = os.environ["SPARK_REMOTE"], os.environ["SPARK_CONNECT_AUTHENTICATE_TOKEN"]
+for wrong in ("", "0" * 32):
+    try:
+        connect(url, wrong).stop()
+        raise SystemExit(f"the Spark Connect server accepted the token {wrong!r}")
+    except ServerError:
+        pass
+spark = connect(url, token)
+assert spark.range(3).count() == 3
+spark.stop()
+print(f"  {url}: refused without the token (and with a wrong one), runs a query with it")
+CHECK
+step_end
+
 # --- 5. ports -----------------------------------------------------------------------------------
 step_start "ports on 127.0.0.1"
 ports=$("${DC[@]}" ps --format '{{.Service}} {{.Ports}}')
@@ -217,17 +240,29 @@ for pattern in "${PATTERNS[@]}"; do
   step_start "$pattern: job on the cluster"
   run "job-$pattern" "${DC[@]}" exec -T jupyter joinlab run "$pattern" --available-now --reset \
     || fail "the $pattern job failed"
-  # The job ran on the cluster: the master lists it as a finished application that had executors' cores.
-  "${DC[@]}" exec -T jupyter python3 - "job-$pattern" <<'ON_CLUSTER' || fail "the Spark master has no finished application job-$pattern"
+  # The job ran on the cluster through the Connect server: the master lists the server's one
+  # application with executors' cores and none of the job's own, the server's UI lists the query's
+  # micro-batches, and the JupyterLab container runs no JVM.
+  "${DC[@]}" exec -T jupyter python3 - "${pattern//-/_}" <<'ON_CLUSTER' || fail "the $pattern job did not run on the Connect server"
 import json
 import sys
 import urllib.request
-master = json.load(urllib.request.urlopen("http://spark-master:8080/json/", timeout=10))
-apps = [a for a in master["completedapps"] if a["name"] == sys.argv[1]]
-assert apps and apps[-1]["state"] == "FINISHED" and apps[-1]["cores"] > 0, master["completedapps"]
-print(f"  {sys.argv[1]} ran on {master['url']}: {apps[-1]['cores']} cores on {master['aliveworkers']} worker(s), "
-      f"{apps[-1]['duration'] / 1000:.1f} s")
+def get(url):
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        return json.load(answer)
+master = get("http://spark-master:8080/json/")
+apps = [(a["name"], a["cores"]) for a in master["activeapps"] + master["completedapps"]]
+assert [name for name, _ in apps] == ["stream-join-lab"] and apps[0][1] > 0, apps
+ui = "http://spark-connect:4040/api/v1/applications"
+app = get(ui)[0]["id"]
+batches = [e for e in get(f"{ui}/{app}/sql?details=false&length=1000") if sys.argv[1] in e.get("description", "")]
+assert batches, f"no SQL execution of the query {sys.argv[1]} in the server's UI"
+print(f"  {sys.argv[1]} ran on the Connect server's application on {master['url']}: {apps[0][1]} cores on "
+      f"{master['aliveworkers']} worker(s), {len(batches)} micro-batch executions in its UI")
 ON_CLUSTER
+  # pgrep's status 1 is "none": 0 (one runs) or anything else (no pgrep) fails.
+  jvms=$("${DC[@]}" exec -T jupyter sh -c 'pgrep -a java; test $? = 1') || fail "a JVM runs in the JupyterLab container: $jvms"
+  echo "  no JVM in the JupyterLab container"
   step_end
   step_start "$pattern: verify"
   run "verify-$pattern" "${DC[@]}" exec -T jupyter joinlab verify "$pattern" || fail "$pattern does not match its reference"

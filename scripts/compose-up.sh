@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Start the lab's Docker Compose stack (what `make up` runs) and print where everything is.
 #
-#   scripts/compose-up.sh                           # Kafka, Spark master + 1 worker, JupyterLab
+#   scripts/compose-up.sh                           # Kafka, Spark master + 1 worker + Connect, JupyterLab
 #   scripts/compose-up.sh --scale spark-worker=3    # extra arguments go to `docker compose up`
 #   COMPOSE_PROFILES=generators,ui scripts/compose-up.sh
 #
@@ -42,23 +42,28 @@ new_token() {
   fi
 }
 
-# .env: from .env.example when missing; a random JupyterLab token when it has none. The token is
-# a secret, so the file is readable by its owner only.
+# .env: from .env.example when missing; a random token for JupyterLab and one for the Spark Connect
+# server where it has none. The tokens are secrets, so the file is readable by its owner only.
 if [ ! -f .env ]; then
   cp .env.example .env
   echo "compose-up: created .env from .env.example"
 fi
 chmod 600 .env
-token=$(sed -n 's/^JUPYTER_TOKEN=//p' .env | tail -n 1 | tr -d "\"' \r")
-if [ -z "$token" ]; then
-  token=$(new_token)
-  if grep -q '^JUPYTER_TOKEN=' .env; then
-    sed -i.bak "s/^JUPYTER_TOKEN=.*/JUPYTER_TOKEN=${token}/" .env && rm -f .env.bak
+env_value() { sed -n "s/^$1=//p" .env | tail -n 1 | tr -d "\"' \r"; }
+fill_token() {  # NAME WHAT: a new token in .env unless NAME has one
+  local value
+  [ -n "$(env_value "$1")" ] && return 0
+  value=$(new_token)
+  if grep -q "^$1=" .env; then
+    sed -i.bak "s/^$1=.*/$1=${value}/" .env && rm -f .env.bak
   else
-    printf '\nJUPYTER_TOKEN=%s\n' "$token" >> .env
+    printf '\n%s=%s\n' "$1" "$value" >> .env
   fi
-  echo "compose-up: generated a JupyterLab token in .env"
-fi
+  echo "compose-up: generated a $2 token in .env"
+}
+fill_token JUPYTER_TOKEN JupyterLab
+fill_token SPARK_CONNECT_AUTHENTICATE_TOKEN "Spark Connect"
+token=$(env_value JUPYTER_TOKEN)
 # The image's user gets your UID, so the mounted ./notebooks stays writable on both sides.
 if ! grep -q '^LAB_UID=' .env && [ "$(id -u)" != 0 ]; then
   printf 'LAB_UID=%s\n' "$(id -u)" >> .env
@@ -77,6 +82,8 @@ echo
 echo "Stream Join Lab is up:"
 echo "  JupyterLab        http://localhost:8888/lab?token=${token}"
 echo "  Spark master UI   http://localhost:8080   (master URL spark://spark-master:7077 inside the stack)"
+echo "  Spark Connect     sc://localhost:$(env_value LAB_SPARK_CONNECT_PORT | grep . || echo 15002)   token in .env" \
+  "(SPARK_CONNECT_AUTHENTICATE_TOKEN); web UI of every job http://localhost:$(env_value LAB_SPARK_UI_PORT | grep . || echo 4040)"
 echo "  Kafka bootstrap   127.0.0.1:9092 from this machine, kafka:19092 inside the stack"
 if [[ $profiles == *,ui,* ]]; then
   echo "  Kafka UI          http://localhost:8081"

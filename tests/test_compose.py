@@ -2,8 +2,9 @@
 
 docker-compose.yml and docker-compose.no-registry.yml are validated against the Compose
 Specification's JSON Schema and against the lab's own rules (health checks, ports on 127.0.0.1 only,
-one image for driver and executors, a required Jupyter token, KRaft Kafka with an internal and an
-external listener, the same Kafka settings with the no-registry image...). The Dockerfile's build
+one image for driver and executors, required Jupyter and Spark Connect tokens, jobs in JupyterLab as
+clients of the Connect server, KRaft Kafka with an internal and an external listener, the same Kafka
+settings with the no-registry image...). The Dockerfile's build
 scripts run here: fetch_jars.py with a stand-in `mvn`, install_connector.py on a stand-in bundle,
 the extra CA for pip and for Maven's Java; scripts/compose-up.sh runs with a fake `docker`. The last
 tests need a real engine: `docker compose config`, and the whole stack built, started, used and torn
@@ -42,8 +43,11 @@ SCHEMA_PATH = Path(__file__).resolve().parents[2] / "shared" / "schemas" / "comp
 
 LAB_IMAGE = "stream-join-lab:latest"
 LOCAL_KAFKA_IMAGE = "stream-join-lab-kafka:"  # + the Kafka version (docker-compose.no-registry.yml)
-LAB_SERVICES = ("spark-master", "spark-worker", "jupyter")
+LAB_SERVICES = ("spark-master", "spark-worker", "spark-connect", "jupyter")
 TOKEN_ARG = re.compile(r"--ServerApp\.token=\$\{JUPYTER_TOKEN:\?[^}]+\}")
+CONNECT_TOKEN = "SPARK_CONNECT_AUTHENTICATE_TOKEN"  # joinlab.spark.TOKEN_VARIABLE
+CONNECT_TOKEN_VALUE = re.compile(r"\$\{SPARK_CONNECT_AUTHENTICATE_TOKEN:\?[^}]+\}")
+TOKENS = {"JUPYTER_TOKEN": "test-token", CONNECT_TOKEN: "test-connect-token"}
 
 
 # --- Loading and interpolating the compose file ----------------------------------------------
@@ -161,13 +165,14 @@ def environment(service: dict) -> dict[str, str]:
 
 
 def published_ports(service: dict) -> list[tuple[str | None, str]]:
-    """(host_ip, text) for every port entry, short ("ip:host:container") or long syntax."""
+    """(host_ip, text) for every port entry, short ("ip:host:container") or long syntax; the
+    host_ip of the entry with its variables' defaults (`${PORT:-15002}` holds a colon)."""
     found = []
     for port in service.get("ports") or []:
         if isinstance(port, dict):
             found.append((port.get("host_ip"), json.dumps(port)))
             continue
-        text = str(port).split("/")[0]
+        text = interpolate_text(str(port), {}).split("/")[0]
         if text.startswith("["):  # IPv6 host address
             host_ip = text[1:text.index("]")]
         else:
@@ -189,7 +194,7 @@ def test_compose_file_matches_the_compose_spec(validator, compose):
 
 
 def test_compose_file_matches_the_compose_spec_once_interpolated(validator, compose):
-    env = {**env_example(), "JUPYTER_TOKEN": "test-token"}
+    env = {**env_example(), **TOKENS}
     assert schema_errors(validator, interpolate(compose, env)) == []
 
 
@@ -263,13 +268,14 @@ def test_published_ports_are_the_documented_ones(services):
     published = {text for svc in services.values() for _, text in published_ports(svc)}
     assert {"127.0.0.1:9092:9092", "127.0.0.1:8080:8080", "127.0.0.1:7077:7077",
             "127.0.0.1:8888:8888", "127.0.0.1:8090:8090"} <= published
+    assert {"127.0.0.1:15002:15002", "127.0.0.1:4040:4040"} <= {interpolate_text(text, {}) for text in published}
 
 
 def test_driver_and_executors_share_one_image_and_build(services):
     images = {name: services[name].get("image") for name in LAB_SERVICES}
     builds = {name: services[name].get("build") for name in LAB_SERVICES}
     assert set(images.values()) == {LAB_IMAGE}, images
-    assert builds["spark-master"] == builds["spark-worker"] == builds["jupyter"], builds
+    assert builds["spark-master"] == builds["spark-worker"] == builds["spark-connect"] == builds["jupyter"], builds
     build = builds["jupyter"]
     assert build["context"] == "." and build["dockerfile"] == "docker/Dockerfile" and build["target"] == "lab"
     assert (ROOT / build["dockerfile"]).is_file()
@@ -382,6 +388,138 @@ def test_lookup_healthcheck_fails_an_open_or_absent_service(services, session_st
         assert "serves sessions without a token" in done.stderr
 
 
+# --- The Spark Connect server --------------------------------------------------------------------
+
+def test_spark_connect_is_published_on_localhost_only_on_the_native_stacks_ports(services):
+    """Its command binds every interface inside the stack (jupyter and the executors reach it by
+    name); Compose publishes its Connect port and its web UI on 127.0.0.1 only, with the variables and
+    defaults the native stack uses for the same two ports (joinlab.stack.settings.PORTS)."""
+    from joinlab.stack.settings import PORTS
+    connect = services["spark-connect"]
+    command = connect["command"]
+    assert command[:3] == ["python", "-m", "joinlab.stack.connect_server"]
+    assert _flag(command, "--host") == "0.0.0.0"
+    port, ui = _flag(command, "--port"), _flag(command, "--ui-port")
+    assert (int(port), int(ui)) == (PORTS["connect"].default, PORTS["connect-ui"].default)
+    assert [text for _, text in published_ports(connect)] == [
+        f"127.0.0.1:${{{PORTS['connect'].env}:-{port}}}:{port}", f"127.0.0.1:${{{PORTS['connect-ui'].env}:-{ui}}}:{ui}"]
+    assert [interpolate_text(text, {PORTS["connect"].env: "15102"}) for _, text in published_ports(connect)] == [
+        "127.0.0.1:15102:15002", "127.0.0.1:4040:4040"]
+
+
+def test_spark_connect_token_is_required_in_the_environment_and_shared_with_jupyter(services):
+    """Never on a command line (`ps` shows those to all), never empty: the stack refuses to start."""
+    for name, others in (("spark-connect", {}), ("jupyter", {"JUPYTER_TOKEN": "j"})):
+        service = services[name]
+        assert CONNECT_TOKEN_VALUE.fullmatch(environment(service)[CONNECT_TOKEN]), name
+        assert CONNECT_TOKEN.lower() not in json.dumps(service["command"]).lower(), name
+        with pytest.raises(MissingVariable, match=CONNECT_TOKEN):
+            interpolate(service, others)
+        with pytest.raises(MissingVariable, match=CONNECT_TOKEN):
+            interpolate(service, {**others, CONNECT_TOKEN: ""})
+        assert interpolate(environment(service), {CONNECT_TOKEN: "s3cret"})[CONNECT_TOKEN] == "s3cret"
+
+
+def test_spark_connect_is_the_stacks_driver_on_the_cluster(services):
+    """Executors connect back to its service name; it shares the lab state with them and with jupyter
+    (clients name checkpoints under LAB_HOME, the server writes them); heaps as docs/docker.md#memory."""
+    connect, worker, jupyter = services["spark-connect"], services["spark-worker"], services["jupyter"]
+    env = environment(connect)
+    assert env["LAB_DRIVER_HOST"] == connect["hostname"] == "spark-connect"
+    for name in ("spark-connect", "spark-worker", "jupyter"):
+        assert f"lab-state:{env['LAB_HOME']}" in services[name]["volumes"], name
+    assert env["SPARK_DRIVER_MEMORY"] == "${SPARK_DRIVER_MEMORY:-512m}"
+    assert env["SPARK_EXECUTOR_MEMORY"] == "${SPARK_EXECUTOR_MEMORY:-512m}"
+    assert env["MALLOC_ARENA_MAX"] == environment(worker)["MALLOC_ARENA_MAX"]
+    assert env["SPARK_WORKER_CORES"] == environment(worker)["SPARK_WORKER_CORES"]  # spark.cores.max: a worker's
+    assert connect.get("restart") == "unless-stopped" and "profiles" not in connect
+    assert "LAB_DRIVER_HOST" not in environment(jupyter)
+
+
+def test_jupyter_is_a_client_of_the_connect_server_and_runs_no_driver(services):
+    connect, jupyter = services["spark-connect"], services["jupyter"]
+    env = environment(jupyter)
+    assert env["SPARK_REMOTE"] == f"sc://{connect['hostname']}:{_flag(connect['command'], '--port')}"
+    assert CONNECT_TOKEN in env
+    drivers = [key for key in env if key in ("LAB_DRIVER_HOST", "SPARK_LOCAL_IP") or key.startswith("SPARK_DRIVER")
+               or key.startswith("SPARK_EXECUTOR") or "DRIVER_PORT" in key]
+    assert drivers == [], f"jupyter runs no driver any more: {drivers}"
+    assert jupyter["depends_on"]["spark-connect"] == {"condition": "service_healthy"}
+    # Nothing else in the stack is a client or a driver: the generators, topics and lookup need no Spark.
+    for name, svc in services.items():
+        if name not in ("spark-connect", "jupyter"):
+            assert not {"SPARK_REMOTE", CONNECT_TOKEN, "LAB_DRIVER_HOST"} & set(environment(svc)), name
+
+
+def test_spark_connect_healthcheck_asks_the_server_with_and_without_its_token(services):
+    connect = services["spark-connect"]
+    check = connect["healthcheck"]
+    assert check["test"] == ["CMD", "python3", "-m", "joinlab.stack.connect_server", "--check",
+                             "--port", _flag(connect["command"], "--port")]
+    # Each check starts a Python client: it gets its time, and the server a minute or more to come up.
+    assert int(check["timeout"].rstrip("s")) >= 20 and int(check["interval"].rstrip("s")) >= 10
+    assert int(check["retries"]) * int(check["interval"].rstrip("s")) + int(check["start_period"].rstrip("s")) >= 120
+
+
+def _connect_check(port: int, token: str | None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in (CONNECT_TOKEN, "SPARK_REMOTE")}
+    if token is not None:
+        env[CONNECT_TOKEN] = token
+    return subprocess.run([sys.executable, "-m", "joinlab.stack.connect_server", "--check", "--port", str(port)],
+                          env=env, capture_output=True, text=True, timeout=60)
+
+
+def test_spark_connect_healthcheck_fails_without_a_token_or_a_server():
+    """Where nothing listens, and without a token at all."""
+    from joinlab.spark import free_port
+    port = free_port()
+    assert _connect_check(port, "s3cret").returncode == 1
+    missing = _connect_check(port, None)
+    assert missing.returncode == 2 and f"${CONNECT_TOKEN} is empty" in missing.stderr
+
+
+@pytest.mark.spark
+def test_spark_connect_healthcheck_passes_with_the_servers_token_only(spark):
+    """Against the test session's own Connect server (the lab's settings, on localhost)."""
+    from joinlab.spark import server
+    url, token = server()
+    port = int(url.rsplit(":", 1)[1])
+    assert _connect_check(port, token).returncode == 0, _connect_check(port, token).stderr
+    assert _connect_check(port, "0" * 32).returncode == 1
+
+
+def test_spark_connect_service_runs_the_native_stacks_server_command(services, monkeypatch, tmp_path):
+    """The service's command, in its environment, is services.connect_command (the native stack's
+    spark-submit) on the stack's master, bound to 0.0.0.0, reachable as spark-connect; exec'd with
+    the token in its environment and nowhere on its command line."""
+    from joinlab import spark as lab_spark
+    from joinlab.stack import connect_server
+    from joinlab.stack.services import CONNECT_CLASS
+    connect = services["spark-connect"]
+    env = interpolate(environment(connect), {CONNECT_TOKEN: "s3cret-token"})
+    for key in [k for k in os.environ if k.startswith(("SPARK_", "LAB_", "PYSPARK_"))]:
+        monkeypatch.delenv(key)
+    for key, value in {**env, "LAB_HOME": str(tmp_path)}.items():  # the volume's path is the container's
+        monkeypatch.setenv(key, value)
+    monkeypatch.setattr(lab_spark, "connector_conf", lambda: {})  # the image has it in pyspark's jars
+    execs = []
+    monkeypatch.setattr(os, "execve", lambda path, args, environ: execs.append((path, args, environ)))
+    assert connect_server.main(connect["command"][3:]) == 1 and len(execs) == 1
+    path, cmd, environ = execs[0]
+    assert path == cmd[0] and cmd[0].endswith("/bin/spark-submit") and cmd[1:3] == ["--class", CONNECT_CLASS]
+    conf = dict(cmd[i + 1].split("=", 1) for i, arg in enumerate(cmd) if arg == "--conf")
+    master = services["spark-master"]["command"]
+    assert conf["spark.master"] == f"spark://{_flag(master, '--host')}:{_flag(master, '--port')}"
+    assert conf["spark.connect.grpc.binding.address"] == "0.0.0.0"
+    assert conf["spark.connect.grpc.binding.port"] == _flag(connect["command"], "--port")
+    assert conf["spark.ui.port"] == _flag(connect["command"], "--ui-port")
+    assert conf["spark.driver.host"] == "spark-connect" and conf["spark.driver.bindAddress"] == "0.0.0.0"
+    assert conf["spark.driver.memory"] == conf["spark.executor.memory"] == "512m"
+    assert conf["spark.cores.max"] == "2" and conf["spark.python.daemon.module"] == "joinlab.pyworkers"
+    assert "s3cret-token" not in " ".join(cmd) and environ[CONNECT_TOKEN] == "s3cret-token"
+    assert environ["MALLOC_ARENA_MAX"] == "2"
+
+
 def _listeners(value: str) -> dict[str, tuple[str, int]]:
     found = {}
     for item in value.split(","):
@@ -462,10 +600,11 @@ def test_depends_on_waits_on_conditions(services):
             if condition == "service_healthy":
                 assert services[dep].get("healthcheck"), f"{name} waits for {dep} to be healthy: no check"
     assert services["spark-worker"]["depends_on"]["spark-master"]["condition"] == "service_healthy"
+    assert services["spark-connect"]["depends_on"] == {"spark-master": {"condition": "service_healthy"}}
     assert services["jupyter"]["depends_on"] == {
         "kafka": {"condition": "service_healthy"},
         "topics": {"condition": "service_completed_successfully"},
-        "spark-master": {"condition": "service_healthy"},
+        "spark-connect": {"condition": "service_healthy"},
     }
 
 
@@ -515,6 +654,7 @@ def test_env_example_documents_every_variable(compose):
     settings = env_example()
     assert settings["JUPYTER_TOKEN"] == "", "the example must not ship a usable token"
     assert settings["LAB_LOOKUP_TOKEN"] == "", "the example must not ship a usable lookup token"
+    assert settings[CONNECT_TOKEN] == "", "the example must not ship a usable Spark Connect token"
     for name in ("GEN_RATE", "GEN_DURATION", "SPARK_WORKER_CORES", "SPARK_WORKER_MEMORY"):
         assert settings.get(name), name
 
@@ -664,7 +804,7 @@ def test_fetch_jars_gets_the_connector_for_the_pyspark_pin_with_maven(fake_mvn, 
     from joinlab import jars
     env, log = fake_mvn
     env["PYPROJECT"] = str(PYPROJECT)
-    pin = re.search(r'"pyspark==([^"]+)"', PYPROJECT.read_text()).group(1)
+    pin = re.search(r'"pyspark(?:\[[^\]]*\])?==([^"]+)"', PYPROJECT.read_text()).group(1)
     done = _fetch_jars(env, "spark-kafka", str(tmp_path / "out"))
     assert done.returncode == 0, done.stderr
     assert f"spark-kafka {pin}: 4 jars in {tmp_path / 'out'}" in done.stdout
@@ -704,6 +844,7 @@ def test_fetch_jars_says_what_maven_said_when_it_fails(fake_mvn, tmp_path):
 
 
 @pytest.mark.parametrize("requirement, says", [("pyspark>=4.2,<5", "must pin pyspark exactly"),
+                                                ("pyspark[connect]>=4.2", "must pin pyspark exactly"),
                                                 (None, "has no pyspark dependency")])
 def test_fetch_jars_needs_an_exact_pyspark_pin(fake_mvn, tmp_path, requirement, says):
     env, log = fake_mvn
@@ -969,8 +1110,8 @@ def _compose_up(repo: Path, env: dict, *args: str):
                           capture_output=True, text=True, timeout=60)
 
 
-def _token(repo: Path) -> str:
-    return re.search(r"^JUPYTER_TOKEN=(.*)$", (repo / ".env").read_text(), re.M).group(1)
+def _token(repo: Path, name: str = "JUPYTER_TOKEN") -> str:
+    return re.search(rf"^{name}=(.*)$", (repo / ".env").read_text(), re.M).group(1)
 
 
 def test_compose_up_exits_3_without_a_docker_engine(checkout):
@@ -1012,31 +1153,37 @@ def test_compose_up_writes_a_token_starts_and_prints_the_urls(checkout):
     repo, env, log = checkout
     result = _compose_up(repo, env, "--scale", "spark-worker=2")
     assert result.returncode == 0, result.stderr
-    token = _token(repo)
-    assert re.fullmatch(r"[0-9a-f]{32}", token)
+    token, connect_token = _token(repo), _token(repo, CONNECT_TOKEN)
+    assert re.fullmatch(r"[0-9a-f]{32}", token) and re.fullmatch(r"[0-9a-f]{32}", connect_token)
+    assert token != connect_token
     assert stat.S_IMODE((repo / ".env").stat().st_mode) == 0o600
     calls = log.read_text().splitlines()
     assert calls[0] == "info" and "compose up -d --build --wait --scale spark-worker=2" in calls
     assert f"http://localhost:8888/lab?token={token}" in result.stdout
     assert "http://localhost:8080" in result.stdout and "127.0.0.1:9092" in result.stdout
+    assert "sc://localhost:15002" in result.stdout and "http://localhost:4040" in result.stdout
+    assert connect_token not in result.stdout  # only JupyterLab's link carries its token
     assert (repo / "notebooks").is_dir()
-    # The rest of .env.example is kept, and a second run keeps the token.
+    # The rest of .env.example is kept, and a second run keeps the tokens.
     assert "GEN_RATE=50" in (repo / ".env").read_text()
     assert _compose_up(repo, env).returncode == 0 and _token(repo) == token
+    assert _token(repo, CONNECT_TOKEN) == connect_token
 
 
 def test_compose_up_keeps_a_users_token_and_fills_an_empty_one(checkout):
     repo, env, _ = checkout
-    (repo / ".env").write_text("GEN_RATE=7\nJUPYTER_TOKEN=mine\n")
+    (repo / ".env").write_text(f"GEN_RATE=7\nJUPYTER_TOKEN=mine\n{CONNECT_TOKEN}=also-mine\n")
     assert _compose_up(repo, env).returncode == 0
     assert _token(repo) == "mine" and "GEN_RATE=7" in (repo / ".env").read_text()
-    (repo / ".env").write_text("GEN_RATE=7\nJUPYTER_TOKEN=\n")
+    assert _token(repo, CONNECT_TOKEN) == "also-mine"
+    (repo / ".env").write_text(f"GEN_RATE=7\nJUPYTER_TOKEN=\n{CONNECT_TOKEN}=\n")
     assert _compose_up(repo, env).returncode == 0
-    assert re.fullmatch(r"[0-9a-f]{32}", _token(repo))
+    assert re.fullmatch(r"[0-9a-f]{32}", _token(repo)) and re.fullmatch(r"[0-9a-f]{32}", _token(repo, CONNECT_TOKEN))
     (repo / ".env").write_text("GEN_RATE=7\n")
     assert _compose_up(repo, env).returncode == 0
-    assert re.fullmatch(r"[0-9a-f]{32}", _token(repo))
-    assert (repo / ".env").read_text().count("JUPYTER_TOKEN=") == 1
+    assert re.fullmatch(r"[0-9a-f]{32}", _token(repo)) and re.fullmatch(r"[0-9a-f]{32}", _token(repo, CONNECT_TOKEN))
+    for name in ("JUPYTER_TOKEN", CONNECT_TOKEN):
+        assert (repo / ".env").read_text().count(f"{name}=") == 1, name
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the notebooks are handed to the image's user only when Docker runs as root")
@@ -1045,7 +1192,7 @@ def test_as_root_the_notebooks_are_handed_to_the_images_user(checkout):
     repo, env, _ = checkout
     (repo / "notebooks" / "sub").mkdir(parents=True)
     (repo / "notebooks" / "sub" / "a.ipynb").write_text("{}")
-    (repo / ".env").write_text("JUPYTER_TOKEN=x\nLAB_UID=4321\n")
+    (repo / ".env").write_text(f"JUPYTER_TOKEN=x\n{CONNECT_TOKEN}=y\nLAB_UID=4321\n")
     assert _compose_up(repo, env).returncode == 0
     for path in (repo / "notebooks", repo / "notebooks" / "sub", repo / "notebooks" / "sub" / "a.ipynb"):
         assert path.stat().st_uid == 4321, path
@@ -1083,9 +1230,9 @@ def _docker_or_skip() -> str:
 @pytest.mark.docker
 def test_docker_compose_accepts_the_file(tmp_path):
     docker = _docker_or_skip()
-    env = {k: v for k, v in os.environ.items() if k not in ("JUPYTER_TOKEN", "COMPOSE_PROFILES")}
+    env = {k: v for k, v in os.environ.items() if k not in ("JUPYTER_TOKEN", CONNECT_TOKEN, "COMPOSE_PROFILES")}
     with_token = tmp_path / "with-token.env"
-    with_token.write_text("JUPYTER_TOKEN=test-token\n")
+    with_token.write_text("".join(f"{name}={value}\n" for name, value in TOKENS.items()))
     base = [docker, "compose", "--project-directory", str(ROOT), "-f", str(COMPOSE_FILE)]
     result = subprocess.run([*base, "--env-file", str(with_token), "--profile", "generators", "--profile", "ui",
                              "config", "-q"], env=env, capture_output=True, text=True, timeout=120)
@@ -1095,6 +1242,11 @@ def test_docker_compose_accepts_the_file(tmp_path):
     result = subprocess.run([*base, "--env-file", str(without_token), "config", "-q"], env=env,
                             capture_output=True, text=True, timeout=120)
     assert result.returncode != 0 and "JUPYTER_TOKEN" in result.stderr
+    without_connect_token = tmp_path / "without-connect-token.env"
+    without_connect_token.write_text(f"JUPYTER_TOKEN=test-token\n{CONNECT_TOKEN}=\n")
+    result = subprocess.run([*base, "--env-file", str(without_connect_token), "config", "-q"], env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode != 0 and CONNECT_TOKEN in result.stderr
     # The no-registry override merges onto the file: Kafka becomes the image built from the `kafka`
     # stage, with the same environment, port and volume as apache/kafka.
     merged = {}
@@ -1114,20 +1266,24 @@ def test_docker_compose_accepts_the_file(tmp_path):
 @pytest.mark.timeout(3600)
 def test_the_stack_comes_up_healthy_and_runs_two_patterns_through_kafka_and_the_spark_cluster():
     """scripts/compose-test.sh (`make compose-test`): the image built, every service healthy, the
-    JupyterLab token enforced, every port on 127.0.0.1, tweet-views and car-pollution generated by
-    their generator services, joined by jobs whose driver runs in the JupyterLab container on the
-    Spark cluster, verified against their references; then everything removed, volumes too."""
+    JupyterLab and Spark Connect tokens enforced, every port on 127.0.0.1, tweet-views and
+    car-pollution generated by their generator services, joined by jobs that the JupyterLab container
+    runs as clients of the Connect server, whose driver runs them on the Spark cluster, verified
+    against their references; then everything removed, volumes too."""
     _docker_or_skip()
-    env = {k: v for k, v in os.environ.items() if k not in ("JUPYTER_TOKEN", "COMPOSE_PROFILES")}
+    env = {k: v for k, v in os.environ.items() if k not in ("JUPYTER_TOKEN", CONNECT_TOKEN, "COMPOSE_PROFILES")}
     done = subprocess.run(["bash", str(COMPOSE_TEST)], env=env, capture_output=True, text=True, timeout=3300)
     print(done.stdout[-6000:])  # the step times, in pytest's captured output
     if done.returncode == 3:  # an engine, but no Compose v2 or base image: nothing was started
         pytest.skip(done.stdout.strip().splitlines()[-1])
     assert done.returncode == 0, done.stdout[-8000:] + done.stderr[-4000:]
-    for service in ("kafka", "topics", "spark-master", "spark-worker", "jupyter", "lookup"):
+    for service in ("kafka", "topics", "spark-master", "spark-worker", "spark-connect", "jupyter", "lookup"):
         assert re.search(rf"^  {service}\t(running\t.*\(healthy\)|exited\tExited \(0\))", done.stdout, re.M), service
     assert "--- Kafka: started, at 127.0.0.1:9092: ok" in done.stdout
     assert "Kafka Server started" in done.stdout and "EXTERNAL listener healthy: 127.0.0.1:9092" in done.stdout
     for pattern in ("tweet-views", "car-pollution"):
         assert f"--- {pattern}: verify: ok" in done.stdout
+        assert f"{pattern.replace('-', '_')} ran on the Connect server's application" in done.stdout
+    assert done.stdout.count("no JVM in the JupyterLab container") == 2
+    assert "refused without the token (and with a wrong one), runs a query with it" in done.stdout
     assert "nothing left running" in done.stdout and "refused without the token" in done.stdout
