@@ -272,8 +272,8 @@ def embedded(app_name: str = "stream-join-lab") -> tuple[str, str]:
             # A driver on a cluster (started below by spark-submit, from this environment): the
             # lab's malloc arenas. A local one keeps glibc's own, as its heap ratios stay the JVM's.
             os.environ.setdefault("MALLOC_ARENA_MAX", malloc_arenas())
-        conf = {**server_conf(master, port), "spark.plugins": CONNECT_PLUGIN, "spark.app.name": app_name,
-                "spark.connect.authenticate.token": token}
+        conf = {**server_conf(master, port), "spark.plugins": CONNECT_PLUGIN, "spark.app.name": app_name}
+        os.environ[TOKEN_VARIABLE] = token  # the server reads it from its environment: not on its command line
         global _embedded_server
         with logs.filter_stderr():
             _embedded_server = ServerSession.builder.config(map=conf).getOrCreate()
