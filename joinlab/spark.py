@@ -127,10 +127,6 @@ def server_conf(master: str, port: int, host: str = "127.0.0.1") -> dict[str, st
             "spark.ui.showConsoleProgress": "false",
             "spark.sql.chunkBase64String.enabled": "false",
             "spark.python.daemon.module": "joinlab.pyworkers",
-            # A new Python worker has this long to connect back to its JVM (Spark's default 15 s):
-            # on 2 busy cores a worker's start took longer, and failed its query ("Python worker
-            # failed to connect back").
-            "spark.python.authenticate.socketTimeout": "60s",
             "spark.driver.extraJavaOptions": driver_java_options(master),
             "spark.executor.extraJavaOptions": executor_java_options(),  # on a cluster only
             "spark.connect.grpc.binding.address": bind,
