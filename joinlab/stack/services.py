@@ -153,7 +153,7 @@ def start_connect(master: Service, token: str) -> Service:
     client of, on the lab's master, its token in its environment."""
     from joinlab.spark import TOKEN_VARIABLE
     number, ui = port("connect"), port("connect-ui")
-    env = {**base_env(), **lookup_env(), TOKEN_VARIABLE: token, "MALLOC_ARENA_MAX": base_env()["MALLOC_ARENA_MAX"]}
+    env = {**base_env(), **lookup_env(), TOKEN_VARIABLE: token}  # base_env: the lab's malloc arenas too
     return procs.spawn(CONNECT, connect_command(master.url, number, ui), CONNECT_CLASS, env,
                        url=f"sc://localhost:{number}", extra={"token": token, "ui": f"http://{HOST}:{ui}"})
 
