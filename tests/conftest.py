@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.server_side import own_server_env
+
 ROOT = Path(__file__).resolve().parents[1]
 # The jars `make install` fetched into the checkout's .lab/jars, whatever LAB_HOME the tests use.
 os.environ.setdefault("LAB_JARS", str(ROOT / ".lab" / "jars"))
@@ -176,9 +178,9 @@ def run_pattern_process(pattern: str, bootstrap: str, checkpoint, home, log, env
     """`joinlab run PATTERN` as its own process (and process group: its JVM and Python workers are
     its children, so one killpg takes them all), with a server of its own (`own_server`) or as a
     client of the test session's ($SPARK_REMOTE)."""
-    env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": bootstrap, "LAB_HOME": str(home), **(env or {})}
+    env = {**(own_server_env() if own_server else os.environ), "KAFKA_BOOTSTRAP_SERVERS": bootstrap,
+           "LAB_HOME": str(home), **(env or {})}
     if own_server:
-        env.pop("SPARK_REMOTE", None)
         env.update(SPARK_MASTER="local[2]",
                    SPARK_SUBMIT_OPTS=" ".join(filter(None, [os.environ.get("SPARK_SUBMIT_OPTS"), SHORT_LIVED_JVM])))
     return subprocess.Popen([sys.executable, "-m", "joinlab", "run", pattern, "--checkpoint", str(checkpoint),

@@ -5,6 +5,8 @@ that ask the server's JVM itself (its live log4j configuration, its checkpoint f
 Kafka producers, its class path) ask it here."""
 from __future__ import annotations
 
+import os
+
 import psutil
 
 
@@ -25,3 +27,10 @@ def server_jvm() -> psutil.Process:
     found = server_jvms()
     assert len(found) == 1, f"one Spark server JVM among this process's children: {found}"
     return found[0]
+
+
+def own_server_env() -> dict[str, str]:
+    """This process's environment without the test session's server ($SPARK_REMOTE and its
+    token): a program started with it starts a server or a session of its own."""
+    from joinlab.spark import TOKEN_VARIABLE
+    return {k: v for k, v in os.environ.items() if k not in ("SPARK_REMOTE", TOKEN_VARIABLE)}

@@ -29,6 +29,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.server_side import own_server_env
+
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
 DOCKERFILE = ROOT / "docker" / "Dockerfile"
@@ -462,7 +464,7 @@ def test_spark_connect_healthcheck_asks_the_server_with_and_without_its_token(se
 
 
 def _connect_check(port: int, token: str | None) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k not in (CONNECT_TOKEN, "SPARK_REMOTE")}
+    env = own_server_env()
     if token is not None:
         env[CONNECT_TOKEN] = token
     return subprocess.run([sys.executable, "-m", "joinlab.stack.connect_server", "--check", "--port", str(port)],
@@ -926,7 +928,7 @@ def test_connector_check_fails_where_the_connector_is_missing(dockerfile, tmp_pa
     """The build's smoke check really checks: pyspark here has no Kafka connector, so it fails."""
     if not shutil.which("java") and not os.environ.get("JAVA_HOME"):
         pytest.skip("no Java runtime for Spark")
-    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
+    env = {**own_server_env(), "SPARK_LOCAL_IP": "127.0.0.1"}  # a classic session, as in the image build
     result = subprocess.run([sys.executable, str(build_script(dockerfile, "check_connector.py"))], env=env,
                             capture_output=True, text=True, timeout=280, cwd=tmp_path)
     assert result.returncode != 0
@@ -1238,7 +1240,7 @@ def test_docker_compose_accepts_the_file(tmp_path):
                              "config", "-q"], env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     without_token = tmp_path / "without-token.env"
-    without_token.write_text("GEN_RATE=5\n")
+    without_token.write_text(f"GEN_RATE=5\n{CONNECT_TOKEN}=test-token\n")
     result = subprocess.run([*base, "--env-file", str(without_token), "config", "-q"], env=env,
                             capture_output=True, text=True, timeout=120)
     assert result.returncode != 0 and "JUPYTER_TOKEN" in result.stderr

@@ -19,6 +19,7 @@ from joinlab.spark import SESSION_TIMEOUT, TOKEN_VARIABLE
 from joinlab.topics import create_topics
 from joinlab.verify import verify
 from tests.conftest import ROOT, committed_batches, kill_group, run_pattern_process, wait_for
+from tests.server_side import own_server_env
 
 pytestmark = pytest.mark.spark
 PATTERN = "tweet-views"
@@ -48,7 +49,7 @@ def start_server(tmp_path: Path, name: str) -> tuple[subprocess.Popen, dict]:
     server = subprocess.Popen([sys.executable, str(ROOT / "tests" / "programs" / "connect_server.py")], cwd=ROOT,
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(tmp_path / f"{name}.log", "wb"),
                               text=True, start_new_session=True,
-                              env={k: v for k, v in os.environ.items() if k != "SPARK_REMOTE"} | {"SPARK_MASTER": "local[2]"})
+                              env=own_server_env() | {"SPARK_MASTER": "local[2]"})
     url, token = server.stdout.readline().split()
     return server, {"SPARK_REMOTE": url, TOKEN_VARIABLE: token}
 

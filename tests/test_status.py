@@ -18,7 +18,7 @@ from joinlab import logs
 from joinlab.status import NO_EXECUTOR_S, NO_WATERMARK, ExecutorWatch, Watcher, batch_status
 from joinlab.topics import records_on
 from tests.conftest import ROOT, committed_batches, kill_group, wait_for
-from tests.server_side import server_session
+from tests.server_side import own_server_env, server_session
 
 LOTTERY_PROGRESS = {
     "id": "q", "runId": "r", "name": "lottery", "timestamp": "2026-11-22T10:00:02.000Z", "batchId": 7,
@@ -208,11 +208,6 @@ def test_at_info_spark_shows_everything_it_quiets_at_warn(tmp_path):
     assert " INFO SparkContext: Running Spark version" in done.stderr
     assert "incubator modules" in done.stderr and "NativeCodeLoader" in done.stderr
 
-
-def own_server_env() -> dict[str, str]:
-    """This environment without the test session's server: a `joinlab` process starts its own."""
-    from joinlab.spark import TOKEN_VARIABLE
-    return {k: v for k, v in os.environ.items() if k not in ("SPARK_REMOTE", TOKEN_VARIABLE)}
 
 
 STOP_SCRIPT = """
