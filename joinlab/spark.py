@@ -144,6 +144,8 @@ class ServerError(RuntimeError):
 
 
 _embedded: tuple[str, str] | None = None  # (url, token) of the server this process runs
+# A process starts its own server once: PySpark's gateway to the stopped one's JVM is gone with it.
+STOPPED = ("", "")
 _embedded_server = None  # its session (the server side)
 _client = None
 
@@ -257,6 +259,10 @@ def embedded(app_name: str = "stream-join-lab") -> tuple[str, str]:
     """Start a Connect server in this process (its JVM is this process's child and ends with it)
     on a free port of 127.0.0.1, with a new token: (url, token)."""
     global _embedded
+    if _embedded == STOPPED:
+        raise ServerError("this process's own Spark server was stopped (joinlab.spark.stop: lab.stop() in a "
+                          "notebook), and a process starts one only once: start a new process (in a notebook, "
+                          "restart its kernel), or `make up` and use the lab's server")
     if _embedded is None:
         from pyspark.sql import SparkSession as ServerSession
         os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)  # inherited from a client parent
@@ -296,7 +302,7 @@ def stop(spark) -> None:
             for jvm in server_jvms():
                 jvm.terminate()
                 jvm.wait(timeout=30)
-            _embedded_server, _embedded = None, ("", "")  # a process's server starts once
+            _embedded_server, _embedded = None, STOPPED
 
 
 def server_jvms() -> list[psutil.Process]:

@@ -30,7 +30,9 @@ def server_jvm() -> psutil.Process:
 
 
 def own_server_env() -> dict[str, str]:
-    """This process's environment without the test session's server ($SPARK_REMOTE and its
-    token): a program started with it starts a server or a session of its own."""
+    """This process's environment without the test session's server ($SPARK_REMOTE, its token, and
+    PySpark's mark of a client process): a program started with it starts a server or a classic
+    session of its own."""
     from joinlab.spark import TOKEN_VARIABLE
-    return {k: v for k, v in os.environ.items() if k not in ("SPARK_REMOTE", TOKEN_VARIABLE)}
+    client_only = ("SPARK_REMOTE", TOKEN_VARIABLE, "SPARK_CONNECT_MODE_ENABLED")  # the last: PySpark's, set by a client
+    return {k: v for k, v in os.environ.items() if k not in client_only}

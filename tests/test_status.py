@@ -225,7 +225,12 @@ query.awaitTermination()
 jvms = [p for p in psutil.Process().children() if p.name() == "java"]
 before = [p.pid for p in jvms if p.is_running()]
 stop(spark)
-print(json.dumps({"before": len(before), "after": [p.pid for p in jvms if psutil.pid_exists(p.pid)]}))
+try:
+    session("again")
+    again = "a second session"
+except Exception as exc:
+    again = f"{type(exc).__name__}: {exc}"
+print(json.dumps({"before": len(before), "after": [p.pid for p in jvms if psutil.pid_exists(p.pid)], "again": again}))
 """
 
 
@@ -234,12 +239,16 @@ def test_a_stopped_session_leaves_no_spark_jvm_behind(tmp_path):
     """A process that runs its own server (a notebook kernel without a lab after lab.stop(), `joinlab
     demo`): the lab's stop ends the server and its JVM, so nothing of it (Spark's StateStore
     maintenance task, which would log "Error running maintenance task" with a stack at its next run,
-    the Kafka producers) outlives the session in that process. It ran a stateful query first."""
+    the Kafka producers) outlives the session in that process. It ran a stateful query first.
+    A session asked for after that is refused with what to do, not sent to an empty address."""
     env = {**own_server_env(), "LAB_HOME": str(tmp_path), "SPARK_MASTER": "local[1]", "LAB_SPARK_UI": "false"}
     done = subprocess.run([sys.executable, "-c", STOP_SCRIPT, str(tmp_path)], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert json.loads(done.stdout.strip().splitlines()[-1]) == {"before": 1, "after": []}, done.stderr[-3000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert (found["before"], found["after"]) == (1, []), done.stderr[-3000:]
+    # A process starts its own server once: a session asked for after that says so, in a line.
+    assert found["again"].startswith("ServerError: this process's own Spark server was stopped"), found["again"]
 
 
 # --- Spark UI -------------------------------------------------------------------------------------
