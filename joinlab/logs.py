@@ -33,6 +33,7 @@ class Quiet:
 
 
 _STREAMING = "org.apache.spark.sql.execution.streaming"
+_CONNECT_ERRORS = "org.apache.spark.sql.connect.utils.ErrorUtils"
 _STATE_SERVER = "org.apache.spark.sql.execution.python.streaming.TransformWithStateInPySparkStateServer"
 QUIET_EVENTS = [
     Quiet("org.apache.spark.util.Utils", r".*Service 'SparkUI' could not bind on port.*",
@@ -76,6 +77,12 @@ QUIET_EVENTS = [
     Quiet("org.apache.spark.sql.kafka010.KafkaOffsetReaderAdmin", r".*Error in attempt \d+ getting Kafka offsets.*",
           "an end-offset request that Spark's Kafka source retries (with a stack), e.g. for a topic being "
           "recreated; a retry that fails for good stops the query with its own error"),
+    # A client that ends its session (joinlab.spark.stop, a finished `joinlab run`) still frees its
+    # last executions' results in the background; those calls arrive after the session is closed.
+    Quiet(_CONNECT_ERRORS, r".*(SessionHolder not found during error handling for releaseExecute|"
+                           r"Spark Connect RPC error during: releaseExecute)\..*",
+          "a stopped client's request to free what its session held, after the session (and all it held) "
+          "was freed already: nothing is lost; other RPC errors stay in the log, with their stack"),
     Quiet("org.apache.spark.sql.avro.AvroSerializer", r".*(nullable Avro schema|nullable catalyst schema).*",
           "Avro-encoded state (a job's SPARK_CONF): Spark's own state schemas differ in nullability from "
           "their Avro form, every store, every batch; the lab's state values are all nullable"),
