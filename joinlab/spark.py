@@ -67,10 +67,12 @@ UI_STORE_CONF = {"spark.sql.ui.retainedExecutions": "100", "spark.ui.retainedJob
 
 def memory_conf(master: str) -> dict[str, str]:
     """Heaps within the lab's memory budget (docs/operations.md#memory), unless Spark's own
-    variables say otherwise: the least Spark accepts on a cluster, where a driver plans and watches;
-    a local driver runs the tasks too. Executors get the lab's malloc arenas (joinlab.config.jvm_env)."""
-    driver = "1g" if master.startswith("local") else "512m"
-    return {"spark.driver.memory": os.environ.get("SPARK_DRIVER_MEMORY", driver),
+    variables say otherwise. The server's driver holds every query a client stopped, with that
+    client's whole session, for an hour (Spark Connect's stopped-query cache, not configurable):
+    about 3.3 MiB a query start (perf.connect_soak), so 1g, not the 512m a driver that only plans
+    would need, holds a room's few hundred starts an hour. Executors get the lab's malloc arenas
+    (joinlab.config.jvm_env)."""
+    return {"spark.driver.memory": os.environ.get("SPARK_DRIVER_MEMORY", "1g"),
             "spark.executor.memory": os.environ.get("SPARK_EXECUTOR_MEMORY", "512m"),
             "spark.executorEnv.MALLOC_ARENA_MAX": malloc_arenas(), **UI_STORE_CONF}
 

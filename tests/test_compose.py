@@ -430,7 +430,7 @@ def test_spark_connect_is_the_stacks_driver_on_the_cluster(services):
     assert env["LAB_DRIVER_HOST"] == connect["hostname"] == "spark-connect"
     for name in ("spark-connect", "spark-worker", "jupyter"):
         assert f"lab-state:{env['LAB_HOME']}" in services[name]["volumes"], name
-    assert env["SPARK_DRIVER_MEMORY"] == "${SPARK_DRIVER_MEMORY:-512m}"
+    assert env["SPARK_DRIVER_MEMORY"] == "${SPARK_DRIVER_MEMORY:-1g}"
     assert env["SPARK_EXECUTOR_MEMORY"] == "${SPARK_EXECUTOR_MEMORY:-512m}"
     assert env["MALLOC_ARENA_MAX"] == environment(worker)["MALLOC_ARENA_MAX"]
     assert env["SPARK_WORKER_CORES"] == environment(worker)["SPARK_WORKER_CORES"]  # spark.cores.max: a worker's
@@ -516,7 +516,7 @@ def test_spark_connect_service_runs_the_native_stacks_server_command(services, m
     assert conf["spark.connect.grpc.binding.port"] == _flag(connect["command"], "--port")
     assert conf["spark.ui.port"] == _flag(connect["command"], "--ui-port")
     assert conf["spark.driver.host"] == "spark-connect" and conf["spark.driver.bindAddress"] == "0.0.0.0"
-    assert conf["spark.driver.memory"] == conf["spark.executor.memory"] == "512m"
+    assert (conf["spark.driver.memory"], conf["spark.executor.memory"]) == ("1g", "512m")
     assert conf["spark.cores.max"] == "2" and conf["spark.python.daemon.module"] == "joinlab.pyworkers"
     assert "s3cret-token" not in " ".join(cmd) and environ[CONNECT_TOKEN] == "s3cret-token"
     assert environ["MALLOC_ARENA_MAX"] == "2"
