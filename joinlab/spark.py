@@ -65,7 +65,7 @@ UI_STORE_CONF = {"spark.sql.ui.retainedExecutions": "100", "spark.ui.retainedJob
                  "spark.ui.retainedStages": "100"}
 
 
-def memory_conf(master: str) -> dict[str, str]:
+def memory_conf() -> dict[str, str]:
     """Heaps within the lab's memory budget (docs/operations.md#memory), unless Spark's own
     variables say otherwise. The server's driver holds every query a client stopped, with that
     client's whole session, for an hour (Spark Connect's stopped-query cache, not configurable):
@@ -121,7 +121,7 @@ def server_conf(master: str, port: int, host: str = "127.0.0.1") -> dict[str, st
     return {"spark.master": master,
             "spark.sql.streaming.stateStore.providerClass": ROCKSDB,
             "spark.sql.shuffle.partitions": str(shuffle_partitions()),
-            **STATE_STORE_CONF, **CHECKPOINT_FILES_CONF, **ROCKSDB_MEMORY_CONF, **memory_conf(master),
+            **STATE_STORE_CONF, **CHECKPOINT_FILES_CONF, **ROCKSDB_MEMORY_CONF, **memory_conf(),
             "spark.sql.session.timeZone": "UTC",
             "spark.ui.enabled": str(ui_enabled()).lower(),
             "spark.driver.bindAddress": "127.0.0.1" if driver_host == "127.0.0.1" else "0.0.0.0",

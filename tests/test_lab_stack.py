@@ -156,7 +156,7 @@ def test_the_jvm_options_of_the_memory_budget(monkeypatch):
     assert spark.CLUSTER_JVM_OPTIONS in spark.driver_java_options("spark://127.0.0.1:7077")
     local = spark.driver_java_options("local[2]")
     assert "TieredStopAtLevel" not in local and "HeapFreeRatio" not in local
-    assert spark.memory_conf("spark://127.0.0.1:7077")["spark.executorEnv.MALLOC_ARENA_MAX"] == "2"
+    assert spark.memory_conf()["spark.executorEnv.MALLOC_ARENA_MAX"] == "2"
 
 
 def test_a_missing_token_is_generated_into_env_file_owner_only(tmp_path, monkeypatch):

@@ -222,7 +222,6 @@ def test_at_info_spark_shows_everything_it_quiets_at_warn(tmp_path):
     assert "incubator modules" in done.stderr and "NativeCodeLoader" in done.stderr
 
 
-
 STOP_SCRIPT = """
 import json, pathlib, sys
 import psutil
