@@ -17,6 +17,7 @@ import secrets
 import socket
 import sys
 import threading
+import time
 import urllib.parse
 from pathlib import Path
 
@@ -248,12 +249,14 @@ def _keep_alive(client) -> None:
     """Tell the server every HEARTBEAT_S that this client is there (SESSION_TIMEOUT), from a daemon
     thread: it ends with the process, and then the server ends the session and its queries."""
     def beat():
-        while not stopped.wait(HEARTBEAT_S) and not client.is_stopped:
+        while True:
+            time.sleep(HEARTBEAT_S)
+            if client.is_stopped:
+                return
             try:
                 client.conf.get("spark.sql.session.timeZone")
             except Exception:  # the server is gone: the caller's next call says so
                 return
-    stopped = threading.Event()
     threading.Thread(target=beat, name="connect-heartbeat", daemon=True).start()
 
 
