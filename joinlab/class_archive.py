@@ -126,17 +126,13 @@ def train(dump_to: Path) -> None:
     JVM's pid, java and class path (JSON), for `make` to wait for the dump and check it: a JVM given
     a truncated archive crashes at start, so a dump that did not finish, or that a JVM refuses,
     fails there and is never put in place."""
-    from joinlab import microbatch, patterns
+    from joinlab import microbatch
     from joinlab import spark as lab_spark
 
     os.environ["SPARK_SUBMIT_OPTS"] = " ".join(filter(None, [os.environ.get("SPARK_SUBMIT_OPTS"),
                                                              f"-XX:ArchiveClassesAtExit={dump_to}", QUIET]))
     session = lab_spark.connect(*lab_spark.embedded("class-archive"))  # never a running lab's server
-    for name in patterns.PATTERNS:
-        if patterns.job(name).LOOKUP is not None:
-            continue  # its job asks the lookup service, which no install runs
-        records = patterns.generator(name).generate(1, 60)
-        microbatch.run(session, patterns.job(name).build, [records[:30], records[30:]])
+    microbatch.every_pattern(session, 60)  # not a job that asks the lookup service: no install runs one
     session.stop()
     jvm = lab_spark.server_jvms()[0]
     line = jvm.cmdline()

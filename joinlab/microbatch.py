@@ -63,3 +63,19 @@ def _line(record, offset: int) -> str:
     produced = getattr(record, "timestamp_ms", None) or int(time.time() * 1000)
     return json.dumps({"topic": record.topic, "key": b64(record.key), "value": b64(record.value), "partition": 0,
                        "offset": offset, "timestamp_ms": produced}) + "\n"
+
+
+def on_records_alone() -> list[str]:
+    """The registered patterns whose job runs on its records alone: not one that asks the lookup
+    service, which needs the service and its topic."""
+    from joinlab import patterns
+    return [name for name in patterns.PATTERNS if patterns.job(name).LOOKUP is None]
+
+
+def every_pattern(spark: SparkSession, count: int) -> None:
+    """Each of those patterns' queries once, on `count` generated records in two micro-batches:
+    what loads and compiles a server's classes for them (`make up`'s warm-up, the class archive)."""
+    from joinlab import patterns
+    for name in on_records_alone():
+        records = patterns.generator(name).generate(1, count)
+        run(spark, patterns.job(name).build, [records[:count // 2], records[count // 2:]])

@@ -105,10 +105,7 @@ def warm(connect: Service) -> None:
     began = time.monotonic()
     spark = client(connect.url, connect.extra["token"])
     try:
-        for pattern in patterns.PATTERNS:
-            if patterns.job(pattern).LOOKUP is None:  # a job that asks the lookup service needs its topic
-                records = patterns.generator(pattern).generate(1, 40)
-                microbatch.run(spark, patterns.job(pattern).build, [records[:20], records[20:]])
+        microbatch.every_pattern(spark, 40)
     finally:
         spark.stop()
     print(f"  {'':<19}warmed up: every pattern's query once, in {time.monotonic() - began:.0f} s")
