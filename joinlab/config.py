@@ -37,6 +37,12 @@ def malloc_arenas() -> str:
     return os.environ.get("MALLOC_ARENA_MAX", "2")
 
 
+def python_idle_timeout_s() -> int:
+    """Seconds a Python worker may neither read nor write its task's data before Spark kills it and
+    tries the task again ($LAB_PYTHON_IDLE_TIMEOUT, default 120; joinlab.spark.PYTHON_WORKER_CONF)."""
+    return int(os.environ.get("LAB_PYTHON_IDLE_TIMEOUT", "120"))
+
+
 def topic_partitions() -> int:
     """Partitions for the topics the lab creates ($LAB_TOPIC_PARTITIONS, default 3)."""
     return int(os.environ.get("LAB_TOPIC_PARTITIONS", "3"))

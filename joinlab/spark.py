@@ -13,6 +13,7 @@ A client sets runtime SQL settings only; the rest is the server's (docs/architec
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import socket
 import sys
@@ -27,7 +28,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql.streaming import DataStreamWriter
 
 from joinlab import class_archive, jars, logs
-from joinlab.config import lab_home, malloc_arenas, shuffle_partitions
+from joinlab.config import lab_home, malloc_arenas, python_idle_timeout_s, shuffle_partitions
 
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 # RocksDB writes a small changelog per commit instead of uploading a snapshot of its files: a
@@ -64,6 +65,28 @@ CLUSTER_DRIVER_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:MaxNewSize=32m"
 # each, and a long-running driver's heap grew with them (docs/benchmarks.md).
 UI_STORE_CONF = {"spark.sql.ui.retainedExecutions": "100", "spark.ui.retainedJobs": "100",
                  "spark.ui.retainedStages": "100"}
+
+
+# A task's Python worker that neither reads nor writes the task's data for LAB_PYTHON_IDLE_TIMEOUT
+# seconds is stuck: Spark kills it, and the task fails and is tried again, instead of waiting with
+# its micro-batch forever. A transformWithState worker waits so when the JVM thread that answers its
+# state calls has died (Spark's `TransformWithStateInPySparkStateServer`, an AssertionError: seen
+# once in a whole test run, docs/failure-modes.md#a-stuck-python-worker). A local master tries a
+# failed task once more (`with_task_retry`), as a cluster does (spark.task.maxFailures, 4).
+def python_worker_conf() -> dict[str, str]:
+    return {"spark.python.worker.idleTimeoutSeconds": str(python_idle_timeout_s()),
+            "spark.python.worker.killOnIdleTimeout": "true"}
+
+
+_LOCAL = re.compile(r"local(?:\[(\d+|\*)\])?")
+
+
+def with_task_retry(master: str) -> str:
+    """`master`, where it is local without a number of task attempts (`local`, `local[N]`,
+    `local[*]`), as one that makes two (`local[N,2]`): Spark's local mode fails a query at its first
+    failed task. A cluster's master, or a local one with its own attempts, is left as it is."""
+    match = _LOCAL.fullmatch(master)
+    return f"local[{match.group(1) or 1},2]" if match else master
 
 
 def memory_conf() -> dict[str, str]:
@@ -119,7 +142,7 @@ def server_conf(master: str, port: int, host: str = "127.0.0.1") -> dict[str, st
     interpreter (`PYSPARK_PYTHON` in its environment), so they import the same packages."""
     bind = "127.0.0.1" if host == "127.0.0.1" else "0.0.0.0"
     driver_host = os.environ.get("LAB_DRIVER_HOST", "127.0.0.1")  # a container name in Compose
-    return {"spark.master": master,
+    return {"spark.master": with_task_retry(master),
             "spark.sql.streaming.stateStore.providerClass": ROCKSDB,
             "spark.sql.shuffle.partitions": str(shuffle_partitions()),
             **STATE_STORE_CONF, **CHECKPOINT_FILES_CONF, **ROCKSDB_MEMORY_CONF, **memory_conf(),
@@ -129,7 +152,7 @@ def server_conf(master: str, port: int, host: str = "127.0.0.1") -> dict[str, st
             "spark.driver.host": driver_host,
             "spark.ui.showConsoleProgress": "false",
             "spark.sql.chunkBase64String.enabled": "false",
-            "spark.python.daemon.module": "joinlab.pyworkers",
+            "spark.python.daemon.module": "joinlab.pyworkers", **python_worker_conf(),
             "spark.driver.extraJavaOptions": driver_java_options(master),
             "spark.executor.extraJavaOptions": executor_java_options(),  # on a cluster only
             "spark.connect.grpc.binding.address": bind,

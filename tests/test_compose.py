@@ -433,6 +433,7 @@ def test_spark_connect_is_the_stacks_driver_on_the_cluster(services):
     assert env["SPARK_DRIVER_MEMORY"] == "${SPARK_DRIVER_MEMORY:-1g}"
     assert env["SPARK_EXECUTOR_MEMORY"] == "${SPARK_EXECUTOR_MEMORY:-512m}"
     assert env["MALLOC_ARENA_MAX"] == environment(worker)["MALLOC_ARENA_MAX"]
+    assert env["LAB_PYTHON_IDLE_TIMEOUT"] == "${LAB_PYTHON_IDLE_TIMEOUT:-120}"  # a stuck worker killed, as natively
     assert env["SPARK_WORKER_CORES"] == environment(worker)["SPARK_WORKER_CORES"]  # spark.cores.max: a worker's
     assert connect.get("restart") == "unless-stopped" and "profiles" not in connect
     assert "LAB_DRIVER_HOST" not in environment(jupyter)

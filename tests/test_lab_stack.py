@@ -145,6 +145,18 @@ def test_a_session_takes_spark_remote_then_a_live_native_server_then_one_of_its_
     assert spark.spark_master() == "local[2]"
 
 
+def test_a_server_on_a_local_master_tries_a_failed_task_twice_as_a_cluster_does():
+    """Spark's local mode fails a query at its first failed task (a Python worker killed as stuck,
+    say); the lab's servers make it two attempts. A master that says its own, or a cluster's, stays."""
+    from joinlab import spark
+    assert [spark.with_task_retry(m) for m in ("local", "local[2]", "local[*]")] == ["local[1,2]", "local[2,2]",
+                                                                                     "local[*,2]"]
+    for own in ("local[2,4]", "spark://127.0.0.1:7077", "local-cluster[2,1,1024]"):
+        assert spark.with_task_retry(own) == own
+    conf = spark.server_conf("local[2]", 15002)
+    assert conf["spark.master"] == "local[2,2]" and conf["spark.python.worker.killOnIdleTimeout"] == "true"
+
+
 def test_the_jvm_options_of_the_memory_budget(monkeypatch):
     """Drivers on a cluster compile with C1 only and keep small heaps; a local driver, which runs
     the tasks, keeps the JVM's own; the lab's JVMs get 2 malloc arenas unless MALLOC_ARENA_MAX says."""
