@@ -28,18 +28,22 @@ def start(spark: SparkSession, job: Job, bootstrap: str, checkpoint: str, *,
           available_now: bool = False, max_offsets_per_trigger: int | None = None,
           trigger_interval: str = "1 second", name: str | None = None,
           solution: ModuleType | None = None, fail_on_data_loss: bool = True,
-          output_prefix: str = "", counted: bool = False) -> StreamingQuery:
+          input_prefix: str = "", output_prefix: str = "", counted: bool = False) -> StreamingQuery:
     """Start `job` reading its inputs from the beginning (or from its checkpoint, on restart),
     with the processors of `solution` (a candidate's module; None: the lab's own). With
     `fail_on_data_loss` the query stops when its checkpointed offsets are gone from the broker.
-    `output_prefix` goes before every output topic's name (a notebook's job writes apart);
+    `input_prefix` goes before every input topic's name, and the job sees each record under its
+    topic's own name (`make up`'s warm-up reads topics of its own); `output_prefix` goes before
+    every output topic's name (a notebook's job writes apart);
     `counted`: each micro-batch's progress counts the rows per output topic (joinlab.status)."""
     from pyspark.sql import functions as F
 
     from joinlab import status
     check_state_layout(job, checkpoint, solution)
-    raw = read_kafka(spark, bootstrap, job.INPUT_TOPICS, starting="earliest",
+    raw = read_kafka(spark, bootstrap, [input_prefix + topic for topic in job.INPUT_TOPICS], starting="earliest",
                      max_offsets_per_trigger=max_offsets_per_trigger, fail_on_data_loss=fail_on_data_loss)
+    if input_prefix:
+        raw = raw.withColumn("topic", F.expr(f"substr(topic, {len(input_prefix) + 1})"))
     out = job.build(raw, solution)
     if counted:
         out = status.counted(out, job.OUTPUT_TOPICS)

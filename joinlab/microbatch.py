@@ -74,7 +74,7 @@ def on_records_alone() -> list[str]:
 
 def every_pattern(spark: SparkSession, count: int) -> None:
     """Each of those patterns' queries once, on `count` generated records in two micro-batches:
-    what loads and compiles a server's classes for them (`make up`'s warm-up, the class archive)."""
+    what loads and compiles a JVM's classes for them (the class archive's training, perf.connect_soak)."""
     from joinlab import patterns
     for name in on_records_alone():
         records = patterns.generator(name).generate(1, count)

@@ -51,6 +51,19 @@ def create_topics(bootstrap: str, names: Iterable[str], partitions: int | None =
             time.sleep(0.05)
 
 
+def delete_topics(bootstrap: str, names: Iterable[str]) -> None:
+    """Delete those of the topics that exist and wait (up to 30 s) until they are no longer listed."""
+    names = set(names)
+    with closing(KafkaAdminClient(bootstrap_servers=bootstrap)) as admin:
+        if existing := sorted(names & set(admin.list_topics())):
+            admin.delete_topics(existing)
+        deadline = time.monotonic() + 30
+        while names & set(admin.list_topics()):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"topics {sorted(names & set(admin.list_topics()))} still listed after 30s")
+            time.sleep(0.05)
+
+
 def partitions_of(consumer: KafkaConsumer, topics: Iterable[str]) -> list[TopicPartition]:
     found = []
     for topic in topics:

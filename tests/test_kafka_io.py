@@ -126,3 +126,32 @@ def test_each_pattern_reads_each_kafka_record_once_per_micro_batch(spark, bootst
         assert p["numInputRows"] == taken, p["sources"]
     letters = read_topics(bootstrap, [job.DEAD_LETTERS_TOPIC])
     assert letters, "the dead-letter branch ran"
+
+
+def test_a_job_on_topics_of_its_own_sees_each_record_under_its_topics_name_and_equals_the_reference(
+        spark, bootstrap, tmp_path):
+    """`make up`'s warm-up runs each job on topics of its own (joinlab.job.start's input_prefix and
+    output_prefix): the job reads them as the pattern's topics, so its output there equals the
+    pattern's reference, dead letters included, and nothing goes to the pattern's own topics."""
+    from dataclasses import replace
+
+    from joinlab import patterns
+    from joinlab.generate import send
+    from joinlab.verify import check
+    from tests.conftest import run_job_to_end
+    pattern, prefix = "tweet-views", "apart."  # two input topics: the job tells them apart by name
+    job = patterns.job(pattern)
+    create_topics(bootstrap, [prefix + topic for topic in patterns.all_topics(pattern)])
+    records = patterns.generator(pattern).generate(5, 400)
+    send(bootstrap, [replace(r, topic=prefix + r.topic) for r in records], progress=False)
+    run_job_to_end(spark, job, bootstrap, tmp_path / "checkpoint", max_offsets_per_trigger=100,
+                   input_prefix=prefix, output_prefix=prefix)
+
+    def as_the_patterns(topics):
+        return [replace(r, topic=r.topic.removeprefix(prefix))
+                for r in read_topics(bootstrap, [prefix + topic for topic in topics])]
+    outputs = as_the_patterns(job.OUTPUT_TOPICS)
+    report = check(pattern, as_the_patterns(job.INPUT_TOPICS), outputs)
+    assert report.ok, report
+    assert {r.topic for r in outputs} >= set(job.OUTPUT_TOPICS) - {job.DEAD_LETTERS_TOPIC}
+    assert not any("unexpected topic" in (r.value or b"").decode() for r in outputs)

@@ -232,9 +232,12 @@ def test_up_starts_every_service_healthy_and_prints_the_urls(stack):
                   f"http://127.0.0.1:{port_of(env, 'worker-ui')}", f"{stack.jupyter}/lab?token={stack.token}",
                   stack.lookup, str(stack.home / "run" / "lookup.token"), f"joinlab run {next(iter(PATTERNS))}",
                   f"Spark Connect     {stack.connect}", f"web UI of every job {stack.connect_ui}",
-                  "Run a job on the server:", "warmed up: every pattern's query once"):
+                  "Run a job on the server:", "warmed up: every pattern's job once"):
         assert shown in stack.out
     assert "4041" not in stack.out and "Run a job on the master" not in stack.out
+    from joinlab.stack.lab import WARM_UP
+    from joinlab.topics import list_topics
+    assert not [t.topic for t in list_topics(stack.bootstrap) if t.topic.startswith(WARM_UP)]  # the warm-up's, gone
     # the one application on the master: the Connect server, with every core of the worker
     apps = master_json(stack)["activeapps"]
     assert [(a["name"], a["cores"]) for a in apps] == [("stream-join-lab", workers[0]["cores"])], apps

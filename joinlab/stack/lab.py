@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from joinlab import broker, patterns
@@ -79,7 +80,7 @@ def up(generators: bool = False, rate: float | None = None, duration: float | No
         connect = ensure(CONNECT, lambda: services.start_connect(master, connect_token))
         wait_healthy(connect)
         if connect.name not in running:
-            warm(connect)
+            warm(connect, info.bootstrap_servers)
         if generators:
             for pattern in patterns.PATTERNS:
                 existing = procs.load(services.gen_name(pattern))
@@ -97,18 +98,38 @@ def up(generators: bool = False, rate: float | None = None, duration: float | No
     return 0
 
 
-def warm(connect: Service) -> None:
-    """Run each pattern's query once on the new server, on a few records (joinlab.microbatch, no
-    broker), so that the room's first job does not pay for the server's class loading and JIT."""
-    from joinlab import microbatch
+WARM_UP = "warm-up."  # the prefix of the topics `warm` writes and reads, deleted after it
+WARM_UP_RECORDS = 600  # per pattern: six micro-batches of a hundred
+
+
+def warm(connect: Service, bootstrap: str) -> None:
+    """Run each pattern's job once on the new server, as a participant starts it: from Kafka to
+    Kafka, through topics of its own (WARM_UP), on a few hundred records, a hundred a trigger. The
+    server's executor compiles its code for a tiny batch after some dozens of them, so the room's
+    first jobs do not pay for it (docs/benchmarks.md)."""
+    import tempfile
+
+    from joinlab import job as runner
+    from joinlab.generate import send
+    from joinlab.microbatch import on_records_alone
     from joinlab.spark import connect as client
+    from joinlab.topics import delete_topics
     began = time.monotonic()
     spark = client(connect.url, connect.extra["token"])
+    topics = [WARM_UP + topic for name in on_records_alone() for topic in patterns.all_topics(name)]
     try:
-        microbatch.every_pattern(spark, 40)
+        create_topics(bootstrap, topics)
+        with tempfile.TemporaryDirectory(prefix="warm-up-", dir=lab_home()) as checkpoints:
+            for name in on_records_alone():
+                records = patterns.generator(name).generate(1, WARM_UP_RECORDS)
+                send(bootstrap, [replace(r, topic=WARM_UP + r.topic) for r in records], progress=False)
+                runner.start(spark, patterns.job(name), bootstrap, str(Path(checkpoints, name)), available_now=True,
+                             max_offsets_per_trigger=100, input_prefix=WARM_UP, output_prefix=WARM_UP,
+                             counted=True).awaitTermination()
     finally:
         spark.stop()
-    print(f"  {'':<19}warmed up: every pattern's query once, in {time.monotonic() - began:.0f} s")
+        delete_topics(bootstrap, topics)
+    print(f"  {'':<19}warmed up: every pattern's job once, in {time.monotonic() - began:.0f} s")
 
 
 def summary(bootstrap: str, master: Service, worker: Service, connect: Service, jupyter: Service,
