@@ -39,7 +39,7 @@ def malloc_arenas() -> str:
 
 def python_idle_timeout_s() -> int:
     """Seconds a Python worker may neither read nor write its task's data before Spark kills it and
-    tries the task again ($LAB_PYTHON_IDLE_TIMEOUT, default 120; joinlab.spark.PYTHON_WORKER_CONF)."""
+    tries the task again ($LAB_PYTHON_IDLE_TIMEOUT, default 120; joinlab.spark.python_worker_conf)."""
     return int(os.environ.get("LAB_PYTHON_IDLE_TIMEOUT", "120"))
 
 

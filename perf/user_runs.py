@@ -87,19 +87,9 @@ def peer_command(jar: Path, per_trigger: int, checkpoint: str, bootstrap: str) -
 
 def empty_outputs(bootstrap: str) -> None:
     """Delete tweet views' output topics and create them again, empty."""
-    from contextlib import closing
-
-    from kafka import KafkaAdminClient
-
     from joinlab import patterns
-    from joinlab.topics import create_topics
-    names = {"tweet-views", "tweet-views-dlq"}
-    with closing(KafkaAdminClient(bootstrap_servers=bootstrap)) as admin:
-        if names & set(admin.list_topics()):
-            admin.delete_topics(sorted(names & set(admin.list_topics())))
-        deadline = time.monotonic() + 60
-        while names & set(admin.list_topics()) and time.monotonic() < deadline:
-            time.sleep(0.2)
+    from joinlab.topics import create_topics, delete_topics
+    delete_topics(bootstrap, ["tweet-views", "tweet-views-dlq"])
     for _ in range(50):
         try:
             return create_topics(bootstrap, patterns.all_topics("tweet-views"))
