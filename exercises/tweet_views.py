@@ -8,14 +8,14 @@ and, once per author per micro-batch, calls
     handleInputRows(key, rows, timerValues)
 
 with key = (user_id,) and that author's rows of the micro-batch, in no particular order. Each row
-has the columns of SIDE_COLUMNS (in given.py, beside the job):
+has the columns of EVENT_COLUMNS (in given.py, beside the job):
 
-    kind        "user" or "tweet"
+    side        "user" or "tweet"
     user_id     the author
-    version     the user's version (kind "user") or the tweet's version (kind "tweet")
+    version     the user's version (side "user") or the tweet's version (side "tweet")
     event_time  a datetime
-    tweet_id, text      (kind "tweet"; None for users)
-    name, handle        (kind "user"; None for tweets)
+    tweet_id, text      (side "tweet"; None for users)
+    name, handle        (side "user"; None for tweets)
 
 Whatever you yield goes to the tweet-views topic, keyed by tweet_id; a consumer keeps, per tweet,
 the view with the highest (tweet_version, user_version). A profile version reaches only the

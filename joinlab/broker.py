@@ -10,7 +10,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
@@ -19,6 +18,8 @@ import uuid
 from contextlib import closing, suppress
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+import psutil
 
 from joinlab import jars
 from joinlab.config import java, jvm_env, lab_home
@@ -74,7 +75,7 @@ def answers_as(bootstrap: str, cluster_id: str | None, timeout_s: float = 2.0) -
             return cluster_id is None or admin.describe_cluster().get("cluster_id") == cluster_id
     except KafkaConfigurationError:  # a mistake in the settings, not a broker that does not answer
         raise
-    except (KafkaError, OSError):
+    except (KafkaError, OSError, ValueError):  # ValueError: an address without a port number
         return False
 
 
@@ -124,13 +125,6 @@ logger.started.level = INFO
 """
 
 
-def cluster_id_of(data_dir: Path) -> str | None:
-    """The cluster id a formatted log directory belongs to (its meta.properties), else None."""
-    meta = data_dir / "data" / "meta.properties"
-    found = re.search(r"^cluster\.id=(.*)$", meta.read_text(), re.M) if meta.is_file() else None
-    return found.group(1).strip() if found else None
-
-
 def _launch(data_dir: Path, port: int, controller_port: int, log_path: Path,
             detach: bool) -> tuple[subprocess.Popen, str]:
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -138,8 +132,11 @@ def _launch(data_dir: Path, port: int, controller_port: int, log_path: Path,
     config.write_text(_properties(data_dir, port, controller_port))
     (data_dir / "log4j2.properties").write_text(LOG4J)
     base = _java(data_dir)
-    cluster_id = cluster_id_of(data_dir)
-    if cluster_id is None:  # a new log directory: format it for a new cluster
+    meta = data_dir / "data" / "meta.properties"  # where a formatted log directory names its cluster
+    found = re.search(r"^cluster\.id=(.*)$", meta.read_text(), re.M) if meta.is_file() else None
+    if found:
+        cluster_id = found.group(1).strip()
+    else:  # a new log directory: format it for a new cluster
         cluster_id = "-"
         while cluster_id.startswith("-"):  # the tool would read a leading "-" as an option (as Kafka's own ids avoid)
             cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
@@ -184,29 +181,16 @@ def start_broker(port: int | None = None, log_path: Path | None = None, detach: 
 
 
 def stop_process(pid: int, grace_s: float = 20.0) -> None:
-    """SIGTERM (Kafka's controlled shutdown), then SIGKILL after `grace_s`; returns once it is gone."""
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    deadline = time.monotonic() + grace_s
-    while _alive(pid):
-        if time.monotonic() > deadline:
-            with suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-            return
-        time.sleep(0.05)
-
-
-def _alive(pid: int) -> bool:
-    with suppress(ChildProcessError):
-        if os.waitpid(pid, os.WNOHANG)[0] == pid:  # our own child, exited: reaped now
-            return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
+    """SIGTERM (Kafka's controlled shutdown), then SIGKILL after `grace_s`; returns once it is gone
+    (reaped, if it is our own child)."""
+    with suppress(psutil.NoSuchProcess):
+        process = psutil.Process(pid)
+        process.terminate()
+        try:
+            process.wait(grace_s)
+        except psutil.TimeoutExpired:
+            process.kill()
+            process.wait(10)  # psutil.TimeoutExpired only if SIGKILL could not end it
 
 
 class EmbeddedBroker:
@@ -256,7 +240,7 @@ def _saved() -> BrokerInfo | None:
 def running_broker() -> BrokerInfo | None:
     """The background broker, if its state file names a live process that still answers."""
     info = _saved()
-    if info and _alive(info.pid) and answers_as(info.bootstrap_servers, info.cluster_id):
+    if info and psutil.pid_exists(info.pid) and answers_as(info.bootstrap_servers, info.cluster_id):
         return info
     return None
 

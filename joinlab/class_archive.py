@@ -7,15 +7,16 @@ class data sharing (CDS), as a dynamic archive on top of the JDK's own.
 A Spark JVM loads tens of thousands of classes. Without an archive each driver, executor, master
 and worker parses them into a metaspace of its own, a third of its memory, and spends seconds doing
 it at every start. With one, the classes' parsed form is mapped from the file: pages the stack's
-JVMs share (docs/operations.md#memory). A local session runs without it (joinlab.spark).
+JVMs share (docs/operations.md#memory). A local server runs without it (joinlab.spark).
 
-The archive is made by a local session with -XX:ArchiveClassesAtExit, which runs each registered
-pattern's query (joinlab.microbatch, no broker) on a few generated records, so that what the jobs
-load is in it. It fits one Java and one set of Spark jars, and every Spark JVM of the lab starts
-with the same class path: its name holds a fingerprint of the JDK and the jars, so a JVM of another
-Java or another Spark finds no archive and starts without one, never with a wrong one. It is mapped
-at the address it was made for (AT_ITS_ADDRESS), without the randomisation Java applies by default,
-or nothing would be shared; the lab's JVMs listen on 127.0.0.1 only (docs/operations.md#memory).
+The archive is made by a local server in a process of its own with -XX:ArchiveClassesAtExit, which
+runs each registered pattern's query (joinlab.archive_training: joinlab.microbatch, no broker) on a
+few generated records, so that what the jobs load is in it. It fits one Java and one set of Spark
+jars, and every Spark JVM of the lab starts with the same class path: its name holds a fingerprint
+of the JDK and the jars, so a JVM of another Java or another Spark finds no archive and starts
+without one, never with a wrong one. It is mapped at the address it was made for (AT_ITS_ADDRESS),
+without the randomisation Java applies by default, or nothing would be shared; the lab's JVMs listen
+on 127.0.0.1 only (docs/operations.md#memory).
 """
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ from pathlib import Path
 
 import psutil
 
-from joinlab.config import java
+from joinlab.config import java, spark_home
 from joinlab.jars import spark_version
 
 # Map the archive at the address it was made for. Java 17's later updates map it elsewhere by
@@ -44,7 +45,6 @@ QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 
 
 def _spark_jars() -> Path:
-    from joinlab.stack.services import spark_home
     return Path(spark_home(), "jars")
 
 
@@ -87,7 +87,7 @@ def java_options() -> str:
 
 
 def make(log=print) -> Path:
-    """Make the archive (a local session that runs every registered pattern's query), unless it is
+    """Make the archive (a local server that runs every registered pattern's query), unless it is
     there; the archives of other Javas or jars go."""
     archive = path()
     if archive is None:
@@ -99,7 +99,7 @@ def make(log=print) -> Path:
     with tempfile.TemporaryDirectory(prefix="making-", dir=archive.parent) as tmp:
         dumped = Path(tmp, archive.name)
         env = {**os.environ, "SPARK_MASTER": "local[2]"}
-        done = subprocess.run([sys.executable, "-m", "joinlab.class_archive", "--train", str(dumped)],
+        done = subprocess.run([sys.executable, "-m", "joinlab.archive_training", str(dumped)],
                               check=False, env=env, capture_output=True, text=True)
         if done.returncode != 0:
             tail = "\n".join((done.stdout + done.stderr).splitlines()[-20:])
@@ -120,25 +120,6 @@ def make(log=print) -> Path:
     return archive
 
 
-def train(dump_to: Path) -> None:
-    """A server in this process whose JVM dumps the classes it loaded to `dump_to` when it exits:
-    it runs each registered pattern's query on two micro-batches of generated records. Prints the
-    JVM's pid, java and class path (JSON), for `make` to wait for the dump and check it: a JVM given
-    a truncated archive crashes at start, so a dump that did not finish, or that a JVM refuses,
-    fails there and is never put in place."""
-    from joinlab import microbatch
-    from joinlab import spark as lab_spark
-
-    os.environ["SPARK_SUBMIT_OPTS"] = " ".join(filter(None, [os.environ.get("SPARK_SUBMIT_OPTS"),
-                                                             f"-XX:ArchiveClassesAtExit={dump_to}", QUIET]))
-    session = lab_spark.connect(*lab_spark.embedded("class-archive"))  # never a running lab's server
-    microbatch.every_pattern(session, 60)  # not a job that asks the lookup service: no install runs one
-    session.stop()
-    jvm = lab_spark.server_jvms()[0]
-    line = jvm.cmdline()
-    print(json.dumps({"pid": jvm.pid, "java": jvm.exe(), "classpath": line[line.index("-cp") + 1]}))
-
-
 def refusal(archive: Path, binary: Path, classpath: str) -> str:
     """What a JVM of this java and class path says when it refuses `archive` (-Xshare:on fails rather
     than start without it); empty when it maps it."""
@@ -150,11 +131,7 @@ def refusal(archive: Path, binary: Path, classpath: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m joinlab.class_archive", description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="exit 1 when this Java's and these jars' archive is missing")
-    parser.add_argument("--train", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.train:
-        train(args.train)
-        return 0
     if args.check:
         if java_options():
             return 0

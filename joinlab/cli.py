@@ -20,7 +20,7 @@ def cmd_broker(args) -> int:
         info = broker.stop_background()
         print(f"stopped the embedded broker (pid {info.pid})" if info else "no embedded broker was running")
         return 0
-    info = broker.start_background(args.port) if args.action == "start" else broker.running_broker()
+    info = broker.start_background() if args.action == "start" else broker.running_broker()
     if not info:
         print("embedded broker: not running (start it with `make broker-start`)")
         return 1
@@ -151,7 +151,7 @@ def cmd_demo(args) -> int:
         print("joinlab demo: --solution goes with exactly one pattern", file=sys.stderr)
         return 2
     solution = _solution(patterns.job(chosen[0]), args.solution) if args.solution else None  # None: each job's own
-    failed = run_demos(chosen, seed=args.seed, count=args.count, solution=solution)
+    failed = run_demos(chosen, count=args.count, solution=solution)
     if len(chosen) > 1:
         print(f"\ndemo: {len(chosen) - len(failed)} of {len(chosen)} patterns verified"
               + (f"; FAILED: {', '.join(failed)}" if failed else ""))
@@ -163,7 +163,7 @@ def cmd_lab(args) -> int:
     from joinlab.stack.procs import StackError
     try:
         if args.action == "up":
-            return lab.up(generators=args.generators, rate=args.rate, duration=args.duration)
+            return lab.up(generators=args.generators)
         if args.action == "down":
             return lab.down(args.services, volumes=args.volumes)
         if args.action == "ps":
@@ -184,7 +184,6 @@ def parser() -> argparse.ArgumentParser:
 
     b = sub.add_parser("broker", help="start, stop or check the embedded Apache Kafka broker")
     b.add_argument("action", choices=["start", "stop", "status"])
-    b.add_argument("--port", type=int, help="listen on this port (default: a free one)")
     b.set_defaults(func=cmd_broker)
 
     t = sub.add_parser("topics",
@@ -240,7 +239,6 @@ def parser() -> argparse.ArgumentParser:
     d = sub.add_parser("demo", help="generate, run until caught up, verify - on a fresh embedded broker")
     d.add_argument("patterns", nargs="*", metavar="PATTERN", choices=names + ["all"],
                    help=f"one or more of: {', '.join(names)}, or all (default {names[0]})")
-    d.add_argument("--seed", type=int, default=7)
     d.add_argument("--count", type=int, default=20000, help="events to generate (default 20000)")
     d.add_argument("--solution", metavar="FILE", help="run the processors of this file instead of the lab's own")
     d.set_defaults(func=cmd_demo)
@@ -249,9 +247,8 @@ def parser() -> argparse.ArgumentParser:
                                      "(up, down, ps, logs, generate)")
     lab_sub = lab.add_subparsers(dest="action", required=True)
     up = lab_sub.add_parser("up", help="start every service (or report that it runs) and print the URLs")
-    up.add_argument("--generators", action="store_true", help="also start every pattern's generator")
-    up.add_argument("--rate", type=float, help="generator events per second (default $GEN_RATE or 50)")
-    up.add_argument("--duration", type=float, help="generator seconds (default $GEN_DURATION or 3600)")
+    up.add_argument("--generators", action="store_true",
+                    help="also start every pattern's generator ($GEN_RATE events/s for $GEN_DURATION s)")
     down = lab_sub.add_parser("down", help="stop everything (or the named services) and wait until it is gone")
     down.add_argument("services", nargs="*", metavar="SERVICE", help="only these, e.g. gen-tweet-views")
     down.add_argument("--volumes", action="store_true", help="with Docker Compose: also delete its volumes")

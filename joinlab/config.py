@@ -22,6 +22,12 @@ def java() -> Path | None:
     return Path(found) if found and Path(found).exists() else None
 
 
+def spark_home() -> str:
+    """The Spark installation the lab's JVMs run: PySpark's, found as PySpark itself finds it."""
+    from pyspark.find_spark_home import _find_spark_home
+    return _find_spark_home()
+
+
 def jvm_env(env: dict[str, str] | None = None) -> dict[str, str]:
     """`env` (default: this process's) for a JVM of the lab: at most $MALLOC_ARENA_MAX (default 2)
     glibc malloc arenas. A JVM's native allocations (its JIT compilers, RocksDB, Netty, threads)

@@ -52,38 +52,37 @@ class EventSchema:
 
 @dataclass(frozen=True)
 class Route:
-    """Where one kind of event is keyed: events of `schema`'s topic (with `when`, only those it
-    holds for) go to `entity`, identified by their field `by`. A pattern's list of routes is its
-    keying, one definition read by its Spark job (`route_columns`) and by its in-memory
-    pipeline (`routed`), so the two never key an event differently."""
+    """How a stage keys one kind of event: events of `schema`'s topic (with `when`, only those it
+    holds for) are about `entity` (a car, a zone, a lottery), identified by their field `by`. A
+    pattern's list of routes is its keying, read by its Spark job (`route_columns`) and by its
+    in-memory pipeline (`routed`), so the two never key an event differently."""
     schema: EventSchema
     entity: str
     by: str
     when: Check | None = None
 
 
-def route_columns(routes: list[Route], id_type: str | None = None) -> tuple[Column, Column]:
-    """(entity, entity id) as Spark columns of parse_events' frame; the first route that matches wins."""
+def route_columns(routes: list[Route], key: tuple[str, str], id_type: str | None = None) -> dict[str, Column]:
+    """The key as Spark columns of parse_events' frame, named `key` (entity, id): the first route that matches wins."""
     entity = entity_id = None
     for r in routes:
         matches = F.col("topic") == r.schema.topic
         if r.when is not None:
             matches = matches & F.expr(r.when.sql)
-        key = F.col(r.by).cast(id_type) if id_type else F.col(r.by)
+        by = F.col(r.by).cast(id_type) if id_type else F.col(r.by)
         entity = F.when(matches, r.entity) if entity is None else entity.when(matches, r.entity)
-        entity_id = F.when(matches, key) if entity_id is None else entity_id.when(matches, key)
-    return entity, entity_id
+        entity_id = F.when(matches, by) if entity_id is None else entity_id.when(matches, by)
+    return {key[0]: entity, key[1]: entity_id}
 
 
-def routed(routes: list[Route], schema: EventSchema, event: dict, columns: list[str],
+def routed(routes: list[Route], schema: EventSchema, event: dict, columns: list[str], key: tuple[str, str],
            id_type: str | None = None) -> dict:
-    """One valid event as a first stage's row: its `columns` (None where it has no such field), the
-    first two being (entity, entity id) as `route_columns` keys it."""
+    """One valid event as a first stage's row: its `columns` (None where it has no such field), with
+    the key (entity, id) named `key`, as `route_columns` keys it."""
     for r in routes:
         if r.schema.topic == schema.topic and (r.when is None or r.when.holds(event)):
             fields = {name: event.get(name) for name in columns}
-            key = str(event[r.by]) if id_type == "string" else event[r.by]
-            fields[columns[0]], fields[columns[1]] = r.entity, key
+            fields[key[0]], fields[key[1]] = r.entity, str(event[r.by]) if id_type == "string" else event[r.by]
             return fields
     raise ValueError(f"no route for an event of {schema.topic}")
 
@@ -162,22 +161,57 @@ def _field_types(schemas: list[EventSchema]) -> dict[str, str]:
     return types
 
 
-@dataclass
+_LETTER_COLUMNS = ["_key", "_value", "_raw", "_reason"]
+
+
+@dataclass(frozen=True)
 class Parsed:
-    events: DataFrame        # valid rows of every topic: topic, the union of fields, source_partition/offset
-    dead_letters: DataFrame  # Kafka-sink rows: topic, key, value
+    """Every record of a micro-batch, checked: a valid event, or a dead letter with its reason."""
+    checked: DataFrame        # one row per record: the union of fields, source_partition/offset, _reason
+    columns: list[str]        # an event's columns: topic, the union of fields, source_partition/offset
+    dead_letter_topic: str
+    job: str
+    key: tuple[str, ...] = ()  # the columns it is partitioned by (`repartition`)
+
+    def repartition(self, key: dict[str, Column]) -> Parsed:
+        """The records hash-partitioned by `key` (name -> expression over an event's columns), which
+        every event then carries: the query's first shuffle, where its first stage groups by those
+        columns, so that the stage adds no shuffle of its own.
+
+        Why here, before the split into events and dead letters: a streaming plan reads its source
+        once for every branch that uses it, and those are two branches. Both read this one shuffle,
+        so Kafka is read and each record parsed once per micro-batch. One struct crosses it, unpacked
+        by a generator on the other side: each branch then needs all of it, so Spark cannot trim the
+        two reads apart and plans the second as a reuse of the first. A record's raw bytes cross
+        the shuffle only when it is a dead letter."""
+        columns = [c for c in self.columns if c not in key]
+        is_letter = F.col("_reason").isNotNull()
+        row = F.struct(*columns, *[F.when(is_letter, F.col(c)).alias(c) for c in _LETTER_COLUMNS])
+        shuffled = (self.checked.select(*[column.alias(name) for name, column in key.items()], row.alias("_row"))
+                    .repartition(*key).select(*key, F.explode(F.array("_row")).alias("_row")).select(*key, "_row.*"))
+        return Parsed(shuffled, columns, self.dead_letter_topic, self.job, tuple(key))
+
+    @property
+    def events(self) -> DataFrame:
+        """The valid events: `key`, then `columns`."""
+        return self.checked.where(F.col("_reason").isNull()).select(*self.key, *self.columns)
+
+    @property
+    def dead_letters(self) -> DataFrame:
+        """Kafka-sink rows (topic, key, value) for the dead-letter topic: the record and its reason."""
+        letter = F.to_json(F.struct(F.lit(self.job).alias("job"), F.col("_reason").alias("reason"),
+                                    F.col("topic").alias("source_topic"), "source_partition", "source_offset",
+                                    F.col("_key").cast("string").alias("key"),
+                                    F.col("_value").alias("value"), F.base64("_raw").alias("value_base64")))
+        return self.checked.where(F.col("_reason").isNotNull()).select(
+            F.lit(self.dead_letter_topic).alias("topic"), F.col("_key").cast("string").alias("key"),
+            letter.alias("value"))
 
 
-def parse_events(raw: DataFrame, schemas: list[EventSchema], dead_letter_topic: str, job: str,
-                 key: dict[str, Column] | None = None) -> Parsed:
-    """Split raw Kafka rows (the connector's columns) into typed events and dead letters.
-
-    `key`: the columns the job's first stage groups by (name -> expression over the events' columns),
-    added to every event. Why: a streaming plan reads its source once for every branch that uses it,
-    and the two outputs here are two branches. With `key`, both read one shuffle, hash-partitioned by
-    those columns: Kafka is read and each record parsed once per micro-batch, and the first stage finds
-    its rows partitioned as its grouping needs, so it adds no shuffle of its own. Without it (a batch
-    frame, a test), each output reads `raw` itself."""
+def parse_events(raw: DataFrame, schemas: list[EventSchema], dead_letter_topic: str, job: str) -> Parsed:
+    """Raw Kafka rows (the connector's columns), each checked against its topic's schema: `events`
+    and `dead_letters` of the result split them. Without `repartition` (a batch frame, a test),
+    each of the two reads `raw` itself."""
     types = _field_types(schemas)
     skew = Skew.configured()
     fields = [F.expr(f"try_variant_get(_v, '$.{name}', 'variant')").alias(f"_json_{name}") for name in types]
@@ -196,25 +230,7 @@ def parse_events(raw: DataFrame, schemas: list[EventSchema], dead_letter_topic: 
                           # pushes the validity filter below the parse and parses each record once per rule
                           F.explode(F.array(F.expr("try_parse_json(CAST(value AS STRING))"))).alias("_v"))
                .select("*", *fields).select("*", *typed, *json_types).withColumn("_reason", reason))
-    letter_columns = ["_key", "_value", "_raw", "_reason"]
-    key = key or {}
-    event_columns = [c for c in ["topic", *types, "source_partition", "source_offset"] if c not in key]
-    if key:
-        # One struct through the shuffle, unpacked by a generator on the other side: each output then
-        # needs all of it, so Spark cannot trim the two reads apart and plans the second as a reuse
-        # of the first. A record's raw bytes cross the shuffle only when it is a dead letter.
-        is_letter = F.col("_reason").isNotNull()
-        row = F.struct(*event_columns, *[F.when(is_letter, F.col(c)).alias(c) for c in letter_columns])
-        checked = (checked.select(*[column.alias(name) for name, column in key.items()], row.alias("_row"))
-                   .repartition(*key).select(*key, F.explode(F.array("_row")).alias("_row")).select(*key, "_row.*"))
-    events = checked.where(F.col("_reason").isNull()).select(*key, *event_columns)
-    letter = F.to_json(F.struct(F.lit(job).alias("job"), F.col("_reason").alias("reason"),
-                                F.col("topic").alias("source_topic"), "source_partition", "source_offset",
-                                F.col("_key").cast("string").alias("key"),
-                                F.col("_value").alias("value"), F.base64("_raw").alias("value_base64")))
-    dead = checked.where(F.col("_reason").isNotNull()).select(
-        F.lit(dead_letter_topic).alias("topic"), F.col("_key").cast("string").alias("key"), letter.alias("value"))
-    return Parsed(events, dead)
+    return Parsed(checked, ["topic", *types, "source_partition", "source_offset"], dead_letter_topic, job)
 
 
 # --- Plain Python: the same rules, for batch references and generators ------------------------
@@ -296,43 +312,7 @@ def valid_events(records, schemas: list[EventSchema]):
             yield schema, event
 
 
-def join_watermarks(batches, schemas: list[EventSchema], delay_ms: int) -> tuple[list[tuple], int | None]:
-    """Spark's watermark as a stream-stream join of the `schemas`' topics meets each valid event of
-    `batches` (lists of records, in order, each read as one micro-batch): ([(batch number, schema,
-    event, event time in us, the watermark in us or None)], the watermark after the last batch).
-    A micro-batch runs with the watermark of the ones before it: per side the newest event time (in
-    ms, as Spark keeps it) minus the delay, the smaller of the sides' (Spark's default policy), and
-    0 (None here) until every side has had an event, so nothing is late before that."""
-    newest: dict[str, int] = {}  # side -> newest event time (ms) of the micro-batches before
-
-    def mark() -> int | None:
-        return (min(newest.values()) - delay_ms) * 1000 if len(newest) == len(schemas) else None
-    out = []
-    for number, batch in enumerate(batches):
-        before, seen = mark(), {}
-        for schema, event in valid_events(batch, schemas):
-            t_us = micros(event["event_time"])
-            out.append((number, schema, event, t_us, before))
-            seen[schema.topic] = max(seen.get(schema.topic, t_us // 1000), t_us // 1000)
-        for side, t_ms in seen.items():
-            newest[side] = max(newest.get(side, t_ms), t_ms)
-    return out, mark()
-
-
 def produced_at(record) -> int | None:
     """A record's Kafka timestamp where it has one (read back from a topic), else None (a
     generator's record, not produced yet)."""
     return getattr(record, "timestamp_ms", None)
-
-
-def latest_events(records, keys: list[tuple[EventSchema, str]], version: str) -> dict[str, dict]:
-    """Per topic, per value of its key field: the valid event with the highest `version` (on a tie
-    the first one read: equal versions are duplicates). What every batch reference starts from."""
-    tables: dict[str, dict] = {schema.topic: {} for schema, _ in keys}
-    key_field = {schema.topic: field for schema, field in keys}
-    for schema, event in valid_events(records, [schema for schema, _ in keys]):
-        table, key = tables[schema.topic], event[key_field[schema.topic]]
-        if key not in table or event[version] > table[key][version]:
-            table[key] = event
-    return tables
-

@@ -6,7 +6,7 @@ through it unchanged. Emitted rows carry out_time = watermark + 1 ms, the chaine
 event-time column, which must never be behind the watermark (the event's own time stays in t_us).
 
     FLOW = "entity string, entity_id bigint, kind string, out_time timestamp, ..."
-    flow = Flow(FLOW)
+    flow = Flow(FLOW, ("entity", "entity_id"))
     flow("event", "user", 7, watermark_ms, event_id="e1", t_us=...)
 """
 from __future__ import annotations
@@ -17,11 +17,11 @@ from pyspark.sql import Row
 
 
 class Flow:
-    """Rows of the shape `ddl` ('name type, ...'), whose first two columns are the entity and its id."""
+    """Rows of the shape `ddl` ('name type, ...'), keyed by the columns `key` names (entity, id)."""
 
-    def __init__(self, ddl: str):
+    def __init__(self, ddl: str, key: tuple[str, str]):
         self.fields = [part.split(" ", 1)[0] for part in ddl.split(", ")]
-        self._entity, self._id = self.fields[:2]
+        self._entity, self._id = key
 
     def __call__(self, kind: str, entity: str, entity_id, watermark_ms: int, **fields) -> Row:
         values = dict.fromkeys(self.fields)

@@ -8,6 +8,7 @@ that arrive (late events, duplicates, malformed records mixed in), deterministic
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import random
 import sys
@@ -164,7 +165,7 @@ def send(bootstrap: str, records: Iterable[Record], rate: float | None = None, p
     return total
 
 
-def _body(value: bytes | None) -> dict:
+def body_of(value: bytes | None) -> dict:
     """A record's JSON object; {} for a value that is not one (a malformed record)."""
     try:
         body = json.loads(value)
@@ -174,14 +175,14 @@ def _body(value: bytes | None) -> dict:
 
 
 def _event_time(value: bytes | None) -> datetime | None:
-    return parse_time(str(_body(value).get("event_time")))
+    return parse_time(str(body_of(value).get("event_time")))
 
 
 def moved(record: Record, by: timedelta, ids: int = 0, versions: int = 0, keep: frozenset = frozenset()) -> Record:
     """`record` later in event time by `by`, its versions and seqs up by `versions`, and with `ids`
     every `*_id` not in `keep` made new: a number up by `ids`, a string tagged `-ids`; the key, one
     of its ids, renamed with it. A value that is no JSON object stays: it is dead-lettered either way."""
-    body, renamed = _body(record.value), {}
+    body, renamed = body_of(record.value), {}
     for name, value in list(body.items()):
         if name == "event_time" and parse_time(str(value)):
             body[name] = iso(parse_time(value) + by)
@@ -210,21 +211,14 @@ class Continuation:
                 "(--seed N sends a seed's events as they are, e.g. again)")
 
 
-def continuation(bootstrap: str, topics: Sequence[str], last: int = 50) -> Continuation | None:
-    """Where a run on `topics` continues (from their end offsets and last `last` records); None when
-    they hold nothing."""
-    from joinlab.topics import records_on, tail
-    held = records_on(bootstrap, topics)
-    times = [_event_time(r.value) for topic in topics for r in tail(bootstrap, topic, last)] if held else []
-    return Continuation(held, max(filter(None, times), default=None)) if held else None
-
-
 def continued(bootstrap: str, topics: Sequence[str], records: list[Record], say) -> list[Record]:
-    """`records` continued after what `topics` hold (Continuation), which `say` hears; as they are
-    on topics that hold nothing."""
-    after = continuation(bootstrap, topics)
-    if after is None:
+    """`records` continued after what `topics` hold (Continuation: their end offsets, and the event
+    times of their last 50 records each), which `say` hears; as they are on topics that hold nothing."""
+    from joinlab.topics import records_on, tail
+    if not (held := records_on(bootstrap, topics)):
         return records
+    times = [_event_time(r.value) for topic in topics for r in tail(bootstrap, topic, 50)]
+    after = Continuation(held, max(filter(None, times), default=None))
     say(after.line())
     return after.apply(records)
 
@@ -245,10 +239,7 @@ def bounded(kind=float, low=None, high=None, above=None):
 
 
 fraction, non_negative = bounded(float, 0, 1), bounded(float, 0)
-
-
-def positive(kind):
-    return bounded(kind, above=0)
+positive = functools.partial(bounded, above=0)  # positive(int): a whole number > 0
 
 
 def add_generator_args(parser: argparse.ArgumentParser) -> None:

@@ -33,7 +33,7 @@ class Chain:
     """The stages of `stages` as TwsTesters, each an attribute by its stage's name (`p.gate`), fed
     one micro-batch at a time; event-time chains model Spark's watermark (`EventTime`)."""
 
-    def __init__(self, stages: list[Stage], solution: ModuleType, settings: Any = None,
+    def __init__(self, stages: list[Stage], solution: ModuleType | None, settings: Any = None,
                  delay_ms: int | None = None, initial: list[Row] = ()):
         self.stages = stages
         for stage in stages:

@@ -1,5 +1,6 @@
 """Running a pattern's job (joinlab.patterns.Job): the same read -> build -> write for every pattern.
-This module owns the I/O, checkpoint and trigger; the job owns what happens in between."""
+This module owns the I/O (Spark's Kafka source and sink: docs/kafka.md), checkpoint and trigger;
+the job owns what happens in between."""
 from __future__ import annotations
 
 import contextlib
@@ -11,13 +12,50 @@ import time
 from pathlib import Path
 from types import ModuleType
 
-from pyspark.sql import SparkSession
-from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
 from joinlab import solutions
 from joinlab.patterns import Job
-from joinlab.spark import kafka_sink, read_kafka
 from joinlab.state import declared
+
+
+OBSERVED = "records_out"  # the name of the per-output-topic counts in each micro-batch's progress
+
+
+# How long the broker may hold a fetch open: Kafka's default (500 ms) is paid by about every task
+# that reads a topic, and a task only reads offsets that exist (docs/kafka.md).
+FETCH_MAX_WAIT_MS = "50"
+
+
+def read_kafka(spark, bootstrap: str, topics: list[str], starting: str = "earliest",
+               max_offsets_per_trigger: int | None = None, fail_on_data_loss: bool = True) -> DataFrame:
+    """A streaming DataFrame over `topics`. With `fail_on_data_loss` (the default) a query stops
+    when its checkpointed offsets are gone from the broker (deleted, aged out, or a topic
+    recreated); without it, it carries on from what exists."""
+    reader = (spark.readStream.format("kafka")
+              .option("kafka.bootstrap.servers", bootstrap)
+              .option("subscribe", ",".join(topics))
+              .option("startingOffsets", starting)
+              .option("failOnDataLoss", str(fail_on_data_loss).lower())
+              .option("kafka.fetch.max.wait.ms", FETCH_MAX_WAIT_MS))
+    if max_offsets_per_trigger:
+        reader = reader.option("maxOffsetsPerTrigger", str(max_offsets_per_trigger))
+    return reader.load()
+
+
+def read_kafka_batch(spark, bootstrap: str, topics: list[str]) -> DataFrame:
+    """Everything currently in `topics`, as a batch DataFrame."""
+    return (spark.read.format("kafka").option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", ",".join(topics)).option("startingOffsets", "earliest")
+            .option("endingOffsets", "latest").load())
+
+
+def kafka_sink(df: DataFrame, bootstrap: str, checkpoint: str) -> DataStreamWriter:
+    """A writeStream to Kafka; rows carry `topic`, `key`, `value`."""
+    return (df.writeStream.format("kafka")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("checkpointLocation", checkpoint))
 
 
 class CheckpointError(RuntimeError):
@@ -35,10 +73,10 @@ def start(spark: SparkSession, job: Job, bootstrap: str, checkpoint: str, *,
     `input_prefix` goes before every input topic's name, and the job sees each record under its
     topic's own name (`make up`'s warm-up reads topics of its own); `output_prefix` goes before
     every output topic's name (a notebook's job writes apart);
-    `counted`: each micro-batch's progress counts the rows per output topic (joinlab.status)."""
+    `counted`: each micro-batch's progress counts the rows per output topic (`observedMetrics[OBSERVED]`,
+    which joinlab.status reads)."""
     from pyspark.sql import functions as F
 
-    from joinlab import status
     check_state_layout(job, checkpoint, solution)
     raw = read_kafka(spark, bootstrap, [input_prefix + topic for topic in job.INPUT_TOPICS], starting="earliest",
                      max_offsets_per_trigger=max_offsets_per_trigger, fail_on_data_loss=fail_on_data_loss)
@@ -46,7 +84,7 @@ def start(spark: SparkSession, job: Job, bootstrap: str, checkpoint: str, *,
         raw = raw.withColumn("topic", F.expr(f"substr(topic, {len(input_prefix) + 1})"))
     out = job.build(raw, solution)
     if counted:
-        out = status.counted(out, job.OUTPUT_TOPICS)
+        out = out.observe(OBSERVED, *[F.count_if(F.col("topic") == t).alias(t) for t in job.OUTPUT_TOPICS])
     if output_prefix:
         out = out.withColumn("topic", F.concat(F.lit(output_prefix), "topic"))
     writer = kafka_sink(out, bootstrap, checkpoint).outputMode("append")
@@ -85,13 +123,14 @@ def state_variables(checkpoint: str) -> set[str]:
 def check_state_layout(job: Job, checkpoint: str, solution: ModuleType | None = None) -> None:
     """Refuse a checkpoint that holds state the processors no longer read: Spark would restart it
     without a word, ignoring every key's old state. Retired are the names in the solution module's
-    RETIRED_STATE, and those of a stage the job gives (its `GIVEN` module's RETIRED_STATE: a state
-    name the stage still declares -> its earlier ones), looked for only in the operator declaring
-    that name: a candidate's stage may well call its own state by one of them."""
+    RETIRED_STATE, and those of a stage the job gives (the RETIRED_STATE of its class's module: a
+    state name the stage still declares -> its earlier ones), looked for only in the operator
+    declaring that name: a candidate's stage may well call its own state by one of them."""
     module = solutions.of(job.SOLUTION, job.PROCESSORS, solution)
     retired = set(getattr(module, "RETIRED_STATE", ())) & state_variables(checkpoint)
-    given = importlib.import_module(job.GIVEN) if job.GIVEN else None
-    for kept, earlier in getattr(given, "RETIRED_STATE", {}).items():
+    given = {kept: earlier for s in job.STAGES if isinstance(s.processor, type)
+             for kept, earlier in getattr(importlib.import_module(s.processor.__module__), "RETIRED_STATE", {}).items()}
+    for kept, earlier in given.items():
         for names in operator_state(checkpoint):
             if kept in names:
                 retired |= set(earlier) & names

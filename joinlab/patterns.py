@@ -45,7 +45,6 @@ class Job(Protocol):
     STAGES: list[Stage]            # its chain of keyed stages (joinlab.stages), in query order
     SOLUTION: str                  # the module of the lab's own processors
     PROCESSORS: tuple[str, ...]    # what a solution module defines: stages.processors(STAGES), and any other part a candidate writes
-    GIVEN: str | None              # the module of a given stage, with its RETIRED_STATE; None: no such stage
     SPARK_CONF: dict[str, str]     # settings its queries start with (fixed in their checkpoint)
     SETTINGS: tuple[str, ...]      # the environment variables its settings read
     LOOKUP: Lookup | None          # a topic it asks the lookup service about; None: it asks none

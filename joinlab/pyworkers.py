@@ -1,5 +1,5 @@
 """The daemon Spark forks its Python workers from (`spark.python.daemon.module`, set by
-joinlab.spark.session): pyspark's own daemon, started with what every worker of a lab job imports
+joinlab.spark.server_conf): pyspark's own daemon, started with what every worker of a lab job imports
 already imported and compiled.
 
 Why: Spark puts its installation's `pyspark.zip` first on a worker's path, and Python compiles a

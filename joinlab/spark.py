@@ -24,11 +24,10 @@ from pathlib import Path
 
 import psutil
 
-from pyspark.sql import DataFrame
-from pyspark.sql.streaming import DataStreamWriter
-
 from joinlab import class_archive, jars, logs
-from joinlab.config import lab_home, malloc_arenas, python_idle_timeout_s, shuffle_partitions
+from joinlab.broker import free_port
+from joinlab.config import malloc_arenas, python_idle_timeout_s, shuffle_partitions
+from joinlab.stack.procs import running_connect_server
 
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 # RocksDB writes a small changelog per commit instead of uploading a snapshot of its files: a
@@ -118,7 +117,7 @@ def executor_java_options() -> str:
 
 def jvm_options(*more: str) -> str:
     """The options of every JVM of a server (its logging, JVM_OPTIONS), then `more`."""
-    return " ".join(filter(None, [logs.java_options(lab_home()), JVM_OPTIONS, *more]))
+    return " ".join(filter(None, [logs.java_options(), JVM_OPTIONS, *more]))
 
 
 TOKEN_VARIABLE = "SPARK_CONNECT_AUTHENTICATE_TOKEN"  # what Spark's server and PySpark's client read
@@ -195,9 +194,7 @@ def server(app_name: str = "stream-join-lab") -> tuple[str, str]:
     else one started here."""
     if os.environ.get("SPARK_REMOTE"):
         return os.environ["SPARK_REMOTE"], os.environ.get(TOKEN_VARIABLE, "")
-    from joinlab.stack.services import running_connect_server
-    lab = running_connect_server()
-    return lab if lab else embedded(app_name)
+    return running_connect_server() or embedded(app_name)
 
 
 # A call that finds no server is tried again for about 3 s, not PySpark's 10 minutes: the lab's
@@ -295,7 +292,6 @@ def embedded(app_name: str = "stream-join-lab") -> tuple[str, str]:
         from pyspark.sql import SparkSession as ServerSession
         os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)  # inherited from a client parent
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         master, port, token = spark_master(), free_port(), secrets.token_hex(16)
         if not master.startswith("local"):
@@ -309,12 +305,6 @@ def embedded(app_name: str = "stream-join-lab") -> tuple[str, str]:
             _embedded_server = ServerSession.builder.config(map=conf).getOrCreate()
         _embedded = (f"sc://localhost:{port}", token)
     return _embedded
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def stop(spark) -> None:
@@ -378,38 +368,3 @@ def connector_conf() -> dict[str, str]:
     if os.environ.get("LAB_SPARK_PACKAGES", "").strip().lower() in ("1", "true", "yes", "on"):
         return {"spark.jars.packages": jars.connector_coordinates()[0]}
     return {"spark.jars": ",".join(map(str, jars.jars(jars.connector_bundle())))}
-
-
-# How long the broker may hold a fetch open: Kafka's default (500 ms) is paid by about every task
-# that reads a topic, and a task only reads offsets that exist (docs/kafka.md).
-FETCH_MAX_WAIT_MS = "50"
-
-
-def read_kafka(spark, bootstrap: str, topics: list[str], starting: str = "earliest",
-               max_offsets_per_trigger: int | None = None, fail_on_data_loss: bool = True) -> DataFrame:
-    """A streaming DataFrame over `topics`. With `fail_on_data_loss` (the default) a query stops
-    when its checkpointed offsets are gone from the broker (deleted, aged out, or a topic
-    recreated); without it, it carries on from what exists."""
-    reader = (spark.readStream.format("kafka")
-              .option("kafka.bootstrap.servers", bootstrap)
-              .option("subscribe", ",".join(topics))
-              .option("startingOffsets", starting)
-              .option("failOnDataLoss", str(fail_on_data_loss).lower())
-              .option("kafka.fetch.max.wait.ms", FETCH_MAX_WAIT_MS))
-    if max_offsets_per_trigger:
-        reader = reader.option("maxOffsetsPerTrigger", str(max_offsets_per_trigger))
-    return reader.load()
-
-
-def read_kafka_batch(spark, bootstrap: str, topics: list[str]) -> DataFrame:
-    """Everything currently in `topics`, as a batch DataFrame."""
-    return (spark.read.format("kafka").option("kafka.bootstrap.servers", bootstrap)
-            .option("subscribe", ",".join(topics)).option("startingOffsets", "earliest")
-            .option("endingOffsets", "latest").load())
-
-
-def kafka_sink(df: DataFrame, bootstrap: str, checkpoint: str) -> DataStreamWriter:
-    """A writeStream to Kafka; rows carry `topic`, `key`, `value`."""
-    return (df.writeStream.format("kafka")
-            .option("kafka.bootstrap.servers", bootstrap)
-            .option("checkpointLocation", checkpoint))

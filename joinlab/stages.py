@@ -2,11 +2,16 @@
 `chain` runs the declaration in Spark; joinlab.in_memory.Chain runs the same declaration through
 pyspark's TwsTester, with no Spark session.
 
-    STAGES = [Stage("gate", "LotteryGate", ("entity", "entity_id"), FLOW, event_time=True, out_time=True),
+    STAGES = [Stage("gate", "jobs.lottery.solution.LotteryGate", ("entity", "entity_id"), FLOW,
+                    event_time=True, out_time=True),
               Stage("draw", Draw, ("entity", "entity_id"), FLOW, event_time=True, make=lambda c: (c.seed,))]
+
+A stage's processor is a class the pattern gives (`Draw`), or the path of the lab's own answer
+(module.Class), which a candidate's solution module replaces by a class of the same name.
 """
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Callable
@@ -17,7 +22,7 @@ from pyspark.sql import DataFrame
 @dataclass(frozen=True)
 class Stage:
     name: str                 # how tests and tools refer to it (the in-memory chain's attribute)
-    processor: str | type     # a class the solution module defines (a PROCESSORS name), or a given class
+    processor: str | type     # "module.Class" of the lab's answer (a solution module replaces it), or a given class
     key: tuple[str, ...]      # its grouping columns
     output: str               # the DDL of the rows it emits
     event_time: bool = False  # timeMode EventTime: its timers fire as the watermark passes them
@@ -25,18 +30,21 @@ class Stage:
     initial: bool = False     # it takes the query's initial state
     make: Callable[[Any], tuple] = lambda settings: ()  # the processor's arguments, from the job's settings
 
-    def processor_of(self, solution: ModuleType, settings: Any):
-        """A new processor object: the solution's class of that name (or the given class), with its arguments."""
-        cls = getattr(solution, self.processor) if isinstance(self.processor, str) else self.processor
-        return cls(*self.make(settings))
+    def processor_of(self, solution: ModuleType | None, settings: Any):
+        """A new processor object, with its arguments: the given class, or the class of that name in
+        `solution` (a candidate's module), or with None in the module the path names (the lab's)."""
+        if isinstance(self.processor, type):
+            return self.processor(*self.make(settings))
+        module, _, name = self.processor.rpartition(".")
+        return getattr(solution or importlib.import_module(module), name)(*self.make(settings))
 
 
 def processors(stages: list[Stage]) -> tuple[str, ...]:
-    """The classes a solution module must define: the stages' processors named by a string."""
-    return tuple(s.processor for s in stages if isinstance(s.processor, str))
+    """The classes a solution module must define: the stages' processors named by a path."""
+    return tuple(s.processor.rpartition(".")[2] for s in stages if isinstance(s.processor, str))
 
 
-def chain(rows: DataFrame, stages: list[Stage], solution: ModuleType, settings: Any = None,
+def chain(rows: DataFrame, stages: list[Stage], solution: ModuleType | None, settings: Any = None,
           initial: DataFrame | None = None) -> DataFrame:
     """`rows` through every stage in order: each grouped by its key, its output the next one's input."""
     for stage in stages:

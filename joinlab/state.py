@@ -52,10 +52,10 @@ def operator_of(spark, checkpoint: str, var: str) -> int:
     return found[0]
 
 
-def read(spark, checkpoint: str, var: str | None = None, operator_id: int = 0, batch_id: int | None = None,
-         **options: str) -> pd.DataFrame:
-    """One operator's state (one state variable of it, if `var`), struct columns flattened:
-    key.zone_id -> zone_id, and `<struct>.<field>` where a field name repeats."""
+def read(spark, checkpoint: str, var: str | None = None, operator_id: int = 0, **options: str) -> pd.DataFrame:
+    """One operator's state (one state variable of it, if `var`; `options` are the statestore
+    source's, e.g. joinSide), struct columns flattened: key.zone_id -> zone_id, and
+    `<struct>.<field>` where a field name repeats."""
     from pyspark.sql import functions as F
     # Spark's state reader loads RocksDB's snapshots through the state store coordinator, which a
     # session creates with its query manager: a session that has run no query yet (`joinlab state`)
@@ -64,8 +64,6 @@ def read(spark, checkpoint: str, var: str | None = None, operator_id: int = 0, b
     reader = spark.read.format("statestore").option("operatorId", str(operator_id))
     if var is not None:
         reader = reader.option("stateVarName", var)
-    if batch_id is not None:
-        reader = reader.option("batchId", str(batch_id))
     for key, value in options.items():
         reader = reader.option(key, str(value))
     df = reader.load(checkpoint)

@@ -4,7 +4,7 @@ Every number comes from the batch's StreamingQueryProgress, so watching costs th
 Records in per topic are the source's end minus start offsets, not numInputRows: that counts a
 source once per scan (a plan with two branches over a source may scan it twice) and sums its
 topics. Records out per topic, dead letters among them, are counted by Spark's `observe`
-(`counted`) as the rows pass on to the sink, in the same scan: the sink's own `numOutputRows`
+(joinlab.job.start's `counted`) as the rows pass on to the sink, in the same scan: the sink's own `numOutputRows`
 sums all topics, and is -1 for the Python sink.
 """
 from __future__ import annotations
@@ -18,9 +18,8 @@ import types
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable
 
-from joinlab.job import stop_between_batches
+from joinlab.job import OBSERVED, stop_between_batches
 
-OBSERVED = "records_out"  # the name of the per-output-topic counts in each micro-batch's progress
 NO_WATERMARK = "1970-01-01T00:00:00.000Z"  # what Spark reports until the first event passes the delay
 
 
@@ -50,13 +49,6 @@ def offset_spans(source: dict) -> dict[str, int]:
     start, end = offsets(source.get("startOffset")), offsets(source.get("endOffset"))
     return {topic: sum(int(offset) - int(start.get(topic, {}).get(part, 0)) for part, offset in parts.items())
             for topic, parts in end.items() if isinstance(parts, dict)}
-
-
-def counted(out, topics: list[str]):
-    """Sink rows `out` with a count of its rows per topic of `topics` in every micro-batch's
-    progress (`observedMetrics[OBSERVED]`): what joinlab.job.start(..., counted=True) observes."""
-    from pyspark.sql import functions as F
-    return out.observe(OBSERVED, *[F.count_if(F.col("topic") == t).alias(t) for t in topics])
 
 
 @dataclass
@@ -176,8 +168,8 @@ def follow(query, job: types.ModuleType, label: str, shown: str, executors) -> N
     (`shown="line"`, after `label`), a JSON object (`"json"`) or nothing (`"quiet"`); and a line on
     stderr when `executors()` (joinlab.spark.executors) says the job has had none for a while.
 
-    Ctrl-C only sets a flag here, and the loop stops the query: pyspark's own SIGINT handler calls
-    into the JVM from inside the call that was interrupted, which ends in py4j tracebacks."""
+    Ctrl-C only sets a flag here, and the loop stops the query between batches
+    (joinlab.job.stop_between_batches), not in the middle of the client's call to the server."""
     watcher = Watcher(job)
     interrupted = threading.Event()
     watch = ExecutorWatch(executors, label, lambda text: print(text, file=sys.stderr, flush=True))

@@ -65,14 +65,9 @@ def delete_topics(bootstrap: str, names: Iterable[str]) -> None:
 
 
 def partitions_of(consumer: KafkaConsumer, topics: Iterable[str]) -> list[TopicPartition]:
-    found = []
-    for topic in topics:
-        parts = consumer.partitions_for_topic(topic)
-        if parts is None:
-            consumer.topics()  # refresh metadata once before giving up on the topic
-            parts = consumer.partitions_for_topic(topic) or set()
-        found += [TopicPartition(topic, p) for p in sorted(parts)]
-    return found
+    """Each topic's partitions (none for a topic that does not exist: the client asks the broker for
+    a topic it does not know yet before it says so)."""
+    return [TopicPartition(topic, p) for topic in topics for p in sorted(consumer.partitions_for_topic(topic))]
 
 
 def end_offsets(consumer: KafkaConsumer, tps: list[TopicPartition]) -> dict[TopicPartition, int]:

@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     from joinlab import spark as lab_spark
     from joinlab.stack import procs, services
     if args.in_lab:
-        found = services.running_connect_server()
+        found = procs.running_connect_server()
         if found is None:
             raise SystemExit(f"no native lab's Spark Connect server runs with LAB_HOME={args.in_lab}")
         url, token = found

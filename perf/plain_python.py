@@ -23,7 +23,7 @@ from joinlab.generate import Disorder, Record
 def _side(record: Record, body: dict) -> dict:
     """The fields the processor reads, typed as Spark hands them to it."""
     is_user = record.topic == USERS_TOPIC
-    return {"kind": "user" if is_user else "tweet", "user_id": body["user_id"], "version": body["version"],
+    return {"side": "user" if is_user else "tweet", "user_id": body["user_id"], "version": body["version"],
             "event_time": parse_time(body["event_time"]), "tweet_id": None if is_user else body["tweet_id"],
             "text": None if is_user else body["text"], "name": body["name"] if is_user else None,
             "handle": body["handle"] if is_user else None}
@@ -69,7 +69,7 @@ def plain_python_dict(records: list[Record]) -> tuple[float, str]:
         side = _side(record, json.loads(record.value))
         uid = side["user_id"]
         author = users.get(uid)
-        if side["kind"] == "user":
+        if side["side"] == "user":
             if author is not None and side["version"] <= author[0]:
                 continue
             author = users[uid] = (side["version"], side["name"], side["handle"], side["event_time"])

@@ -16,7 +16,8 @@ import re
 from pathlib import Path
 
 from joinlab import patterns
-from joinlab.spark import read_kafka, session
+from joinlab.job import read_kafka
+from joinlab.spark import session
 
 NORMALISE = [(r"#\d+L?", "#"), (r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", "UUID"),
              (r"0x[0-9a-f]+|@[0-9a-f]{6,}", "@"), (r"/\S+/(\.venv|site-packages)/", "/VENV/")]

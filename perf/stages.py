@@ -60,7 +60,7 @@ def stage_pipelines(job: ModuleType) -> dict[str, Callable[[DataFrame], tuple[Da
 
 def run_pipeline(spark, job: ModuleType, frame_of: Callable, bootstrap: str, checkpoint: Path, label: str,
                  timeout_s: float) -> BatchStats:
-    from joinlab.spark import kafka_sink, read_kafka
+    from joinlab.job import kafka_sink, read_kafka
 
     def start():
         raw = read_kafka(spark, bootstrap, job.INPUT_TOPICS, max_offsets_per_trigger=TINY_PER_TRIGGER)
@@ -75,7 +75,7 @@ def run_stage_alone(spark, job: ModuleType, bootstrap: str, work: Path, label: s
     """The job's own build() on the records its topics hold now, read from Parquet files of
     STEADY_PER_TRIGGER records each (one file per trigger, in arrival order), to a noop sink."""
     import pyarrow.parquet as pq
-    from joinlab.spark import read_kafka_batch
+    from joinlab.job import read_kafka_batch
     from joinlab.spark_rows import KAFKA_COLUMNS
     records = (read_kafka_batch(spark, bootstrap, job.INPUT_TOPICS).select(*KAFKA_COLUMNS.fieldNames())
                .orderBy("timestamp", "topic", "partition", "offset").toArrow())

@@ -50,7 +50,7 @@ class TweetViewsProcessor(StatefulProcessor):
         newer, changed = None, {}  # the batch's newest user version; tweets new or edited
         for row in rows:
             newest = utc(row.event_time) if newest is None else max(newest, utc(row.event_time))
-            if row.kind == "user":
+            if row.side == "user":
                 if (newer or user) is None or row.version > (newer or user).version:
                     newer = Profile(row.version, row.name, row.handle, row.event_time, newest)
             else:

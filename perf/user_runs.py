@@ -76,7 +76,7 @@ def peer_command(jar: Path, per_trigger: int, checkpoint: str, bootstrap: str) -
             "spark.sql.session.timeZone": "UTC",
             "spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1",
             "spark.ui.showConsoleProgress": "false", "spark.sql.chunkBase64String.enabled": "false",
-            "spark.driver.extraJavaOptions": f"{logs.java_options(config.lab_home())} {lab_spark.JVM_OPTIONS}"}
+            "spark.driver.extraJavaOptions": f"{logs.java_options()} {lab_spark.JVM_OPTIONS}"}
     submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
     connector = ",".join(map(str, jars.jars(jars.connector_bundle())))
     return [str(submit), "--master", "local[2]", "--jars", connector,
@@ -154,7 +154,7 @@ def lab_server(home: Path) -> dict:
     """The environment of a client of the native lab's Connect server running with LAB_HOME `home`."""
     os.environ["LAB_HOME"] = str(home.resolve())
     from joinlab.spark import TOKEN_VARIABLE
-    from joinlab.stack.services import running_connect_server
+    from joinlab.stack.procs import running_connect_server
     found = running_connect_server()
     if found is None:
         raise SystemExit(f"no native lab's Spark Connect server runs with LAB_HOME={home}: start one with `make up`")

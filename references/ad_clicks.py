@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
-from joinlab.events import join_watermarks
+from references import join_watermarks
 from jobs.ad_clicks.given import ATTRIBUTION, DELAY
 from jobs.ad_clicks.job import CLICKS, IMPRESSIONS, actual, version, view  # noqa: F401 (the output contract)
 

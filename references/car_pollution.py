@@ -8,7 +8,7 @@ retracts; that record must be the reference's ADD view.
 """
 from __future__ import annotations
 
-from joinlab.events import latest_events
+from references import latest_events
 from joinlab.topics import Record
 from jobs.car_pollution.job import (ADD, ARRIVALS, READINGS, actual, parse_output, version,  # noqa: F401 (output contract)
                                 view)

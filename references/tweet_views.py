@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from bisect import bisect_right
 
-from joinlab.events import latest_events, parse_time, valid_events
+from joinlab.events import parse_time, valid_events
+from references import latest_events
 from joinlab.topics import Record
 from jobs.tweet_views.job import TWEETS, USERS, actual, retention, version, view  # noqa: F401 (the output contract)
 

@@ -38,7 +38,8 @@ from pyspark.sql import functions as F
 
 from joinlab import microbatch
 from joinlab.config import duration_ms
-from joinlab.events import join_watermarks, micros, moment, parse_events, valid_events
+from joinlab.events import micros, moment, parse_events, valid_events
+from references import join_watermarks
 from joinlab.in_memory import last_by_version
 from jobs.tweet_views import job
 from jobs.tweet_views.job import DEAD_LETTERS_TOPIC, TWEETS, TWEETS_TOPIC, USERS, USERS_TOPIC, VIEWS_TOPIC
@@ -160,7 +161,7 @@ class Arrival:
 
 
 def arrivals(batches: list[list], watermark_ms: int) -> list[Arrival]:
-    """Every valid event with the watermark its micro-batch ran with (joinlab.events.join_watermarks:
+    """Every valid event with the watermark its micro-batch ran with (references.join_watermarks:
     Spark's, so that nothing is late before both sides have events)."""
     found, _ = join_watermarks(batches, [USERS, TWEETS], watermark_ms)
     return [Arrival(schema.topic, event, number, t_us, mark) for number, schema, event, t_us, mark in found]

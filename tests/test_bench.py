@@ -60,7 +60,7 @@ def test_processors_that_do_nothing_stand_in_for_every_pattern_s_read_their_rows
     def rows():
         for i in range(3):
             read.append(i)
-            yield Row(kind="tweet", user_id=1, version=i)
+            yield Row(side="tweet", user_id=1, version=i)
     processor = Nothing("a stage's settings", retention=1)
     assert list(processor.handleInputRows((1,), rows(), None)) == [] and read == [0, 1, 2]
     assert TwsTester(Nothing()).test(1, [Row(user_id=1, version=1)]) == []

@@ -24,6 +24,7 @@ def test_a_taken_port_is_a_clear_error(tmp_path):
 def test_readiness_means_our_cluster_id_answers(kafka):
     assert broker.answers_as(kafka.bootstrap_servers, kafka.info.cluster_id)
     assert not broker.answers_as(kafka.bootstrap_servers, "someone-else")
+    assert not broker.answers_as("127.0.0.1", None), "an address without a port has no broker, it is no error"
 
 
 def test_missing_jars_say_what_to_run(monkeypatch, tmp_path):

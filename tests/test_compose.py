@@ -474,7 +474,7 @@ def _connect_check(port: int, token: str | None) -> subprocess.CompletedProcess:
 
 def test_spark_connect_healthcheck_fails_without_a_token_or_a_server():
     """Where nothing listens, and without a token at all."""
-    from joinlab.spark import free_port
+    from joinlab.broker import free_port
     port = free_port()
     assert _connect_check(port, "s3cret").returncode == 1
     missing = _connect_check(port, None)

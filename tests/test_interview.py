@@ -216,7 +216,7 @@ def test_check_prints_json_for_the_interviewer_and_exits_1_on_failure():
 @pytest.mark.spark
 @pytest.mark.parametrize("pattern", ["tweet-views", "car-pollution"])
 def test_the_live_stage_runs_the_solution_in_the_real_job_restarts_it_and_verifies(spark, pattern):
-    report = check(pattern, SOLUTIONS[pattern], live="always", count=800, spark=spark)
+    report = check(pattern, SOLUTIONS[pattern], live="always", count=800)  # on the `spark` fixture's session
     live = report["live"]
     assert report["ok"], "\n".join(lines(report))
     assert live["expected"] > 100 and live["mismatches"] == 0 and live["events"] >= 800
@@ -228,7 +228,7 @@ def test_the_live_stage_catches_what_the_scenarios_let_through_and_tells_each_ke
     """--live runs the job even when scenarios fail: a wrong answer's mismatches are counted there
     too, a few keys of each kind are told with their input by batch, and the cause the fast stage
     found (the restart) is named."""
-    report = check("tweet-views", WRONG / "state_on_self.py", live="always", count=600, spark=spark)
+    report = check("tweet-views", WRONG / "state_on_self.py", live="always", count=600)
     live = report["live"]
     assert not report["ok"] and live["mismatches"] > 0 and live["error"] is None
     text = "\n".join(lines(report))

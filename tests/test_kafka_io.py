@@ -6,7 +6,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from joinlab.patterns import PATTERNS
-from joinlab.spark import read_kafka, read_kafka_batch
+from joinlab.job import read_kafka, read_kafka_batch
 from joinlab.status import as_dict
 from joinlab.topics import create_topics, producer, read_topics
 

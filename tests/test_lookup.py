@@ -166,7 +166,6 @@ def test_the_token_file_is_created_owner_only_and_reused(broker, tmp_path, monke
 # --- The client ----------------------------------------------------------------------------------
 
 def test_client_looks_up_each_distinct_id_once(service):
-    service.reset_counters()
     results = lookup_sessions(["s1", "s2", "s1", "missing", "s2"], settings(service))
     assert list(results) == ["s1", "s2", "missing"] and service.requests == 3
     assert results["s1"].session == session("s1") and results["s1"].error is None and results["s1"].attempts == 1
@@ -236,7 +235,6 @@ def test_each_attempt_gets_only_the_time_left(broker):
 
 def test_concurrency_is_bounded_and_reached_on_reused_connections(broker):
     with serving(broker, latency_ms=100) as service:
-        service.reset_counters()
         results = lookup_sessions([f"s{n}" for n in range(24)], settings(service, concurrency=4))
         assert all(r.session for r in results.values())
         assert service.max_in_flight == 4, f"{service.max_in_flight} requests were in flight at once"

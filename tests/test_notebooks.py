@@ -5,11 +5,13 @@ kernel is this interpreter (the venv's), from a kernelspec written to a temporar
 user-level kernelspec is needed. A cell error fails the test with the cell's traceback (nbclient's
 CellExecutionError); the notebook must also print its verify report with 0 mismatches.
 
-The notebooks share one kernel, so Spark's JVM starts once (a fresh one costs each notebook about
-20 s of its 35-60). Each notebook still gets its own broker and lab home, and runs after a first cell
-that clears the kernel's names (`%reset -f`) and sets its environment afresh; each one's own last
-cell stops its Spark session. A notebook that fails has its kernel shut down, so the next one starts
-in a new kernel and a failure is never passed on.
+The notebooks share one kernel (a fresh one costs each notebook seconds), a client of the test
+session's Spark Connect server ($SPARK_REMOTE, the `spark` fixture's), as a notebook in the lab is a
+client of the lab's: a kernel left to start a server of its own would start it once only, and the
+first notebook's `lab.stop()` would end it for the rest. Each notebook gets its own lab home and topics,
+and runs after a first cell that clears the kernel's names (`%reset -f`) and sets its environment
+afresh; each one's own last cell ends its Spark session. A notebook that fails has its kernel shut
+down, so the next one starts in a new kernel and a failure is never passed on.
 """
 from __future__ import annotations
 
@@ -109,7 +111,7 @@ def _fresh_start(env: dict[str, str]):
 @pytest.mark.spark
 @pytest.mark.timeout(NOTEBOOK_TIMEOUT_S)
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
-def test_notebook_runs_top_to_bottom(path, tmp_path, kernel, bootstrap):
+def test_notebook_runs_top_to_bottom(path, tmp_path, kernel, bootstrap, spark):
     from nbclient import NotebookClient
 
     nb = nbformat.read(path, as_version=4)
@@ -159,6 +161,30 @@ def test_progress_helpers_count_records_from_offsets_and_list_state_variables():
     assert _state_variables(props) == ["user (ValueState)"] and _state_variables(None) == []
     df = pd.DataFrame({"user_id": [1, 2]})
     assert list(rows(df, user_id=2).user_id) == [2] and rows(pd.DataFrame(), user_id=2).empty
+
+
+def test_the_progress_table_has_a_row_per_batch_that_ran_with_the_status_line_s_numbers_and_the_state_s_memory():
+    """`lab.progress()` and `lab.watch()`: joinlab.status's numbers per micro-batch, the records read
+    in all and the state's memory (what plot_progress draws); an idle trigger adds no row."""
+    import types
+    from joinlab.job import OBSERVED
+    from joinlab.notebook.progress import batches
+    job = types.SimpleNamespace(INPUT_TOPICS=["users", "tweets"], OUTPUT_TOPICS=["views", "views-dlq"],
+                                DEAD_LETTERS_TOPIC="views-dlq")
+
+    def progress(batch, start, end, out, ran=True):
+        return {"batchId": batch, "durationMs": {"addBatch": 5, "triggerExecution": 800} if ran else {},
+                "sources": [{"startOffset": start, "endOffset": end}], "observedMetrics": {OBSERVED: out},
+                "stateOperators": [{"numRowsTotal": 4 + batch, "numRowsUpdated": 1, "memoryUsedBytes": 2048},
+                                   {"numRowsTotal": 1, "numRowsUpdated": 0, "memoryUsedBytes": 1024}]}
+    first, second = {"users": {"0": 3}, "tweets": {"0": 4}}, {"users": {"0": 3}, "tweets": {"0": 6}}
+    table = batches(job, [progress(0, None, first, {"views": 4, "views-dlq": 1}),
+                          progress(1, first, second, {"views": 2, "views-dlq": 0}),
+                          progress(1, second, second, {}, ran=False)])
+    assert list(table.index) == [0, 1] and list(table["records in"]) == [7, 2] and list(table["in tweets"]) == [4, 2]
+    assert list(table["out views"]) == [4, 2] and list(table["dead letters"]) == [1, 0]
+    assert list(table["state rows"]) == [5, 6] and list(table["state memory KiB"]) == [3.0, 3.0]
+    assert batches(job, []).empty
 
 
 def test_an_unreadable_state_falls_back_to_a_message_unless_strict(monkeypatch, capsys):

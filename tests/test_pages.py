@@ -389,7 +389,7 @@ def job_namespace(module: str) -> dict:
 
 def pattern_setup(module: str):
     def setup(context, namespace):
-        from joinlab.spark import read_kafka
+        from joinlab.job import read_kafka
         namespace.update(job_namespace(module))
         spark, bootstrap = context.spark(), context.bootstrap()
         raw = read_kafka(spark, bootstrap, namespace["INPUT_TOPICS"], starting="earliest")
@@ -402,23 +402,23 @@ def pattern_setup(module: str):
     return setup
 
 
-# the events each job's build() parses out of `raw`, as its build() does
+# the events each job's build() parses out of `raw` and shuffles, as its build() does
 PARSED = {
     "ad_clicks": lambda ns, raw: ns["parse_events"](
-        raw, [ns["IMPRESSIONS"], ns["CLICKS"]], ns["DEAD_LETTERS_TOPIC"], job="ad-clicks",
-        key={"impression_id": ns["F"].col("impression_id")}),
+        raw, [ns["IMPRESSIONS"], ns["CLICKS"]], ns["DEAD_LETTERS_TOPIC"], job="ad-clicks").repartition(
+        {"shuffled_by": ns["F"].col("impression_id")}),
     "tweet_views": lambda ns, raw: ns["parse_events"](
-        raw, [ns["USERS"], ns["TWEETS"]], ns["DEAD_LETTERS_TOPIC"], job="tweet-views",
-        key={"user_id": ns["route_columns"](ns["ROUTES"])[1]}),
+        raw, [ns["USERS"], ns["TWEETS"]], ns["DEAD_LETTERS_TOPIC"], job="tweet-views").repartition(
+        {"user_id": ns["F"].col("user_id")}),
     "car_pollution": lambda ns, raw: ns["parse_events"](
-        raw, [ns["ARRIVALS"], ns["READINGS"]], ns["DEAD_LETTERS_TOPIC"], job="car-pollution",
-        key=dict(zip(("entity", "entity_id"), ns["route_columns"](ns["ROUTES"])))),
+        raw, [ns["ARRIVALS"], ns["READINGS"]], ns["DEAD_LETTERS_TOPIC"], job="car-pollution").repartition(
+        ns["route_columns"](ns["ROUTES"], ns["KEY"])),
     "lottery": lambda ns, raw: ns["parse_events"](
-        raw, [ns["LOTTERY_EVENTS"], ns["USER_EVENTS"]], ns["DEAD_LETTERS_TOPIC"], job="lottery",
-        key=dict(zip(("entity", "entity_id"), ns["route_columns"](ns["ROUTES"])))),
+        raw, [ns["LOTTERY_EVENTS"], ns["USER_EVENTS"]], ns["DEAD_LETTERS_TOPIC"], job="lottery").repartition(
+        ns["route_columns"](ns["ROUTES"], ns["KEY"])),
     "money_enrichment": lambda ns, raw: ns["parse_events"](
-        raw, ns["SCHEMAS"], ns["DEAD_LETTERS_TOPIC"], job="money-enrichment",
-        key=dict(zip(("entity", "entity_key"), ns["route_columns"](ns["ROUTES"], "string")))),
+        raw, ns["SCHEMAS"], ns["DEAD_LETTERS_TOPIC"], job="money-enrichment").repartition(
+        ns["route_columns"](ns["ROUTES"], ns["KEY"], "string")),
 }
 
 

@@ -1,7 +1,7 @@
 """Every registered pattern fulfils the contract (joinlab.patterns.Job and Reference) and has all
 its parts: what docs/adding-a-pattern.md tells a pattern's author to write. Pure: no Spark session,
 no broker; the parts' own tests run them."""
-import importlib
+import ast
 import json
 import re
 from pathlib import Path
@@ -52,9 +52,9 @@ def test_the_job_module_fulfils_the_contract(pattern):
     assert all(isinstance(s, Stage) for s in job.STAGES)  # none for a query without transformWithState
     assert len({s.name for s in job.STAGES}) == len(job.STAGES), "stage names are attributes of InMemory: unique"
     assert set(processors(job.STAGES)) <= set(job.PROCESSORS) and job.PROCESSORS, "a candidate writes something"
+    named = [s.processor for s in job.STAGES if isinstance(s.processor, str)]
+    assert all(path.rpartition(".")[0] == job.SOLUTION for path in named), f"{named}: not in {job.SOLUTION}"
     solutions.of(job.SOLUTION, job.PROCESSORS)  # the lab's solution defines every processor
-    if job.GIVEN:
-        importlib.import_module(job.GIVEN)
     assert isinstance(job.INTERVIEW, patterns.Interview) and isinstance(job.SETTINGS, tuple)
     assert job.LOOKUP is None or job.LOOKUP.schema.topic in job.INPUT_TOPICS
 
@@ -100,3 +100,21 @@ def test_its_exercise_has_a_stub_and_scenarios(pattern):
 def test_the_stacks_run_its_generator(pattern):
     compose = (ROOT / "docker-compose.yml").read_text()
     assert f"  gen-{pattern}:\n" in compose, f"docker-compose.yml has no gen-{pattern} service"
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_the_job_module_reads_top_down(pattern):
+    """Nothing in jobs/<pattern>/job.py is used above the line that defines it (in a function's
+    body too): the file reads in the order the data flows, as docs/architecture.md walks it."""
+    path = Path(patterns.job(pattern).__file__)
+    tree = ast.parse(path.read_text())
+    defined = {}
+    for node in tree.body:
+        names = ([node.name] if isinstance(node, (ast.FunctionDef, ast.ClassDef)) else
+                 [t.id for target in getattr(node, "targets", [getattr(node, "target", None)]) if target
+                  for t in ast.walk(target) if isinstance(t, ast.Name)])
+        for name in names:
+            defined.setdefault(name, node.lineno)
+    early = sorted({(n.id, n.lineno, defined[n.id]) for n in ast.walk(tree)
+                    if isinstance(n, ast.Name) and n.id in defined and n.lineno < defined[n.id]})
+    assert not early, f"{path.relative_to(ROOT)}: used before defined (name, used at, defined at): {early}"

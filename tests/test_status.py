@@ -106,18 +106,21 @@ def test_a_job_without_executors_for_a_while_is_told_once_and_once_more_when_one
 # --- logs ---------------------------------------------------------------------------------------
 
 def test_the_log_level_lives_in_one_place_and_info_shows_everything(monkeypatch):
+    """The JVMs start with the package's log4j2 file at $LAB_SPARK_LOG_LEVEL; each of its quiet rules
+    says why and denies its messages at WARN, and lets them through at INFO."""
+    lines = logs.CONFIGURATION.read_text().splitlines()
+    rules = [line.split(".")[1] for line in lines if line.endswith("onMatch = ${sys:joinlab.log.quiet:-DENY}")]
+    assert len(rules) >= 15 and not any("\\" in line for line in lines)  # a backslash would start an escape
+    for rule in rules:  # each after a comment that says why
+        assert lines[lines.index(next(x for x in lines if x.startswith(f"logger.{rule}.name = "))) - 1].startswith("# ")
     monkeypatch.setenv(logs.LEVEL_VARIABLE, "warn")
-    quiet = logs.log4j2_properties()
-    assert "rootLogger.level = WARN" in quiet
-    for rule in logs.QUIET_EVENTS:
-        assert f"name = {rule.logger}\n" in quiet
+    assert logs.java_options() == (f"-Dlog4j2.configurationFile=file:{logs.CONFIGURATION} "
+                                   "-Djoinlab.log.level=WARN -Djoinlab.log.quiet=DENY")
     assert logs.quiet_line("WARNING: Using incubator modules: jdk.incubator.vector\n")
     assert logs.quiet_line("Streaming TransformWithStateInPandas Python worker Starting execution of UDF: f.\n")
     assert not logs.quiet_line("Traceback (most recent call last):\n")
     monkeypatch.setenv(logs.LEVEL_VARIABLE, "INFO")
-    verbose = logs.log4j2_properties()
-    assert "rootLogger.level = INFO" in verbose and "logger.spark.level = INFO" in verbose
-    assert not any(rule.logger in verbose for rule in logs.QUIET_EVENTS) and not logs.quieting()
+    assert "-Djoinlab.log.level=INFO -Djoinlab.log.quiet=NEUTRAL" in logs.java_options() and not logs.quieting()
     monkeypatch.setenv(logs.LEVEL_VARIABLE, "LOUD")
     try:
         logs.level()
@@ -174,7 +177,7 @@ def test_the_query_failure_a_client_reports_is_quiet_in_the_servers_log(spark):
     """A failing query's JVM stack (MicroBatchExecution's "terminated with error") stays out of the
     server's log: the client that awaits the query says why in a line (joinlab.job.failure). It was
     set by joinlab.job.quiet_failures in the client's JVM; a Connect client has none, so it is a
-    rule of the server's log4j2 file now (joinlab.logs.QUIET_EVENTS)."""
+    rule of the server's log4j2 file now (joinlab/log4j2.properties)."""
     micro_batches = "org.apache.spark.sql.execution.streaming.runtime.MicroBatchExecution"
     assert not passes(micro_batches, "ERROR", "Query tweet_views [id = 1, runId = 2] terminated with error")
     assert passes(micro_batches, "WARN", "Some other warning of the micro-batch loop")

@@ -17,12 +17,12 @@ NAIVE = datetime(2026, 1, 1, 0, 30)  # as Spark hands a stored time back: naive,
 
 
 def user(version, name="ann", user_id=1, at=T):
-    return Row(kind="user", user_id=user_id, version=version, event_time=at, tweet_id=None, text=None,
+    return Row(side="user", user_id=user_id, version=version, event_time=at, tweet_id=None, text=None,
                name=name, handle=f"@{name}")
 
 
 def tweet(tweet_id, version=1, text="hi", user_id=1, at=T):
-    return Row(kind="tweet", user_id=user_id, version=version, event_time=at, tweet_id=tweet_id, text=text,
+    return Row(side="tweet", user_id=user_id, version=version, event_time=at, tweet_id=tweet_id, text=text,
                name=None, handle=None)
 
 

@@ -31,7 +31,7 @@ class TweetViewsProcessor(StatefulProcessor):
         author_changed = False
         changed: dict[int, tuple] = {}
         for row in rows:
-            if row.kind == "user":
+            if row.side == "user":
                 if author is None or row.version > author[0]:
                     author, author_changed = (row.version, row.name, row.handle, row.event_time), True
             else:

@@ -1,10 +1,12 @@
 """Ad clicks: each impression with its click, or alone once no click can come, through Spark's own
 stream-stream join (a left outer join, watermarks on both sides, an event-time range in the condition).
 
-The query first: the two sides out of one parsed stream, the solution's watermarks and condition,
-the join, and the sink. Below it: the topics and their parsing, the query in memory (on a local Spark
-session: there is no processor to drive through TwsTester), and how a consumer reads the output.
-The row contract and the rules are given.py.
+A record's trip, top down: the topics and their schemas; the join (`join_clicks`: the solution's
+watermarks and condition); what goes to the output topic; then `build`, which parses each record
+(joinlab.events), shuffles the events by impression, splits them into the two sides and wires the
+join to Kafka rows. Below it: the output as a consumer reads it, and the query in memory (on a
+local Spark session: there is no processor to drive through TwsTester). The row contract and the
+rules are given.py.
 """
 from __future__ import annotations
 
@@ -21,7 +23,26 @@ from joinlab.events import EPOCH, Check, EventSchema, parse_events, parse_time
 from joinlab.in_memory import Chain, last_by_version
 from joinlab.patterns import Interview
 
+# --- What it reads ------------------------------------------------------------------------------
+
+IMPRESSIONS_TOPIC, CLICKS_TOPIC = "impressions", "clicks"
+OUTPUT_TOPIC, DEAD_LETTERS_TOPIC = "ad-clicks", "ad-clicks-dlq"
+INPUT_TOPICS = [IMPRESSIONS_TOPIC, CLICKS_TOPIC]
+OUTPUT_TOPICS = [OUTPUT_TOPIC, DEAD_LETTERS_TOPIC]
+
+_POSITIVE_ID = Check("impression_id >= 1", lambda e: e["impression_id"] >= 1,
+                     "invalid field: impression_id (must be >= 1)")
+IMPRESSIONS = EventSchema(IMPRESSIONS_TOPIC, {"impression_id": "bigint", "ad_id": "bigint", "placement": "string",
+                                              "event_time": "timestamp"}, checks=(_POSITIVE_ID,))
+CLICKS = EventSchema(CLICKS_TOPIC, {"click_id": "bigint", "impression_id": "bigint", "event_time": "timestamp"},
+                     checks=(_POSITIVE_ID,))
+
+
+# --- How it joins -------------------------------------------------------------------------------
+
 STAGES = []  # no transformWithState: the join and its state are Spark's own
+# What a solution module defines: no processor, the two parts of the join a candidate writes.
+SOLUTION, PROCESSORS = "jobs.ad_clicks.solution", ("with_watermarks", "join_condition")
 
 
 def join_clicks(impressions: DataFrame, clicks: DataFrame, solution: ModuleType | None = None) -> DataFrame:
@@ -34,64 +55,58 @@ def join_clicks(impressions: DataFrame, clicks: DataFrame, solution: ModuleType 
     return joined.select("impression_id", "ad_id", "placement", "impression_time", "click_id", "click_time")
 
 
+# --- What it writes -----------------------------------------------------------------------------
+
+def to_kafka_rows(views: DataFrame) -> DataFrame:
+    """Views (VIEW's columns) as the output topic's records, keyed by impression."""
+    value = F.to_json(F.struct(*views.columns), {"ignoreNullFields": "false"})
+    return views.select(F.lit(OUTPUT_TOPIC).alias("topic"), F.col("impression_id").cast("string").alias("key"),
+                        value.alias("value"))
+
+
 def build(raw: DataFrame, solution: ModuleType | None = None) -> DataFrame:
     """Raw Kafka rows in, Kafka sink rows (topic, key, value) out: views and dead letters."""
-    # One shuffle by impression under a name of its own, which the two sides and the dead letters all
-    # read, so Kafka is read once per micro-batch: the join's right side is a self-join's copy, which
-    # Spark renames, and a shuffle column named like a field then differs between the two copies.
-    parsed = parse_events(raw, [IMPRESSIONS, CLICKS], DEAD_LETTERS_TOPIC, job="ad-clicks",
-                          key={"shuffled_by": F.col("impression_id")})
-    events = parsed.events
+    parsed = parse_events(raw, [IMPRESSIONS, CLICKS], DEAD_LETTERS_TOPIC, job="ad-clicks")
+    # One shuffle by impression, under a name of its own: the two sides and the dead letters all read
+    # it, so Kafka is read once per micro-batch (the join then shuffles each side by its key after
+    # its watermark). The join's right side is a self-join's copy, which Spark renames, and a
+    # shuffle column named like a field would then differ between the two copies.
+    by_impression = parsed.repartition({"shuffled_by": F.col("impression_id")})
+    events = by_impression.events
     impressions = events.where(F.col("topic") == IMPRESSIONS_TOPIC).select(
         "impression_id", "ad_id", "placement", F.col("event_time").alias("impression_time"))
     clicks = events.where(F.col("topic") == CLICKS_TOPIC).select(
         "click_id", F.col("impression_id").alias("click_impression_id"), F.col("event_time").alias("click_time"))
-    views = join_clicks(impressions, clicks, solution)
-    value = F.to_json(F.struct(*views.columns), {"ignoreNullFields": "false"})  # VIEW's columns
-    out = views.select(F.lit(OUTPUT_TOPIC).alias("topic"), F.col("impression_id").cast("string").alias("key"),
-                       value.alias("value"))
-    return out.unionByName(parsed.dead_letters)
+    return to_kafka_rows(join_clicks(impressions, clicks, solution)).unionByName(by_impression.dead_letters)
 
 
-# --- The pattern's parts (joinlab.patterns.Job) ------------------------------------------------
+# --- The rest of the pattern's parts (joinlab.patterns.Job) -------------------------------------
 
-IMPRESSIONS_TOPIC, CLICKS_TOPIC = "impressions", "clicks"
-OUTPUT_TOPIC, DEAD_LETTERS_TOPIC = "ad-clicks", "ad-clicks-dlq"
-INPUT_TOPICS = [IMPRESSIONS_TOPIC, CLICKS_TOPIC]
-OUTPUT_TOPICS = [OUTPUT_TOPIC, DEAD_LETTERS_TOPIC]
-# What a solution module defines: no processor, the two parts of the join a candidate writes.
-SOLUTION, PROCESSORS, GIVEN = "jobs.ad_clicks.solution", ("with_watermarks", "join_condition"), None
 SPARK_CONF, LOOKUP, SETTINGS = {}, None, ()
 INTERVIEW = Interview(level="0, Spark's own join", time_box="20-30 min", key="impression")
 
-_POSITIVE_ID = Check("impression_id >= 1", lambda e: e["impression_id"] >= 1,
-                     "invalid field: impression_id (must be >= 1)")
-IMPRESSIONS = EventSchema(IMPRESSIONS_TOPIC, {"impression_id": "bigint", "ad_id": "bigint", "placement": "string",
-                                              "event_time": "timestamp"}, checks=(_POSITIVE_ID,))
-CLICKS = EventSchema(CLICKS_TOPIC, {"click_id": "bigint", "impression_id": "bigint", "event_time": "timestamp"},
-                     checks=(_POSITIVE_ID,))
+
+# --- Reading the output topic: what a consumer keeps ------------------------------------------
+# Keyed by impression: one record when it is clicked, or one with a null click when it never is.
+
+def view(v: dict) -> dict:
+    """One view (VIEW's fields), with times as datetimes so that formatting never counts as a difference."""
+    return dict(v, impression_time=parse_time(v["impression_time"]),
+                click_time=None if v["click_time"] is None else parse_time(v["click_time"]))
 
 
-class InMemory(Chain):
-    """The query on a local Spark session, one micro-batch per batch of records (joinlab.microbatch),
-    no broker: the join is Spark's, so no model of it is graded, Spark is. `rows` keeps the records
-    as they are (the query parses them itself)."""
+def version(v: dict) -> tuple:
+    """A click over none, and of two clicks on one impression the later one."""
+    return v["click_id"] is not None, v["click_time"] or EPOCH, v["click_id"] or 0
 
-    def __init__(self, solution: ModuleType | None = None):
-        super().__init__(STAGES, solutions.of(SOLUTION, PROCESSORS, solution))
-        self.solution = solution
 
-    @staticmethod
-    def rows(records) -> list:
-        return list(records)
+def actual(records: list) -> dict[int, dict]:
+    """The last record of each impression on the output topic, by version."""
+    return last_by_version([view(json.loads(r.value)) for r in records if r.topic == OUTPUT_TOPIC],
+                           "impression_id", version)
 
-    def run(self, batches: list[list]) -> list:
-        return list(_through_spark(self.solution, _canonical(batches))) if any(batches) else []
 
-    @staticmethod
-    def views(out: list) -> dict:
-        return actual(out)
-
+# --- The query in memory ------------------------------------------------------------------------
 
 def _canonical(batches: list[list]) -> tuple:
     """The batches as a cache key: each one's records in one order, since the join's result does not
@@ -110,21 +125,22 @@ def _through_spark(solution: ModuleType | None, batches: tuple) -> tuple:
     return tuple(microbatch.run(spark, lambda raw: build(raw, solution), records))
 
 
-# --- Reading the output topic: what a consumer keeps ------------------------------------------
-# Keyed by impression: one record when it is clicked, or one with a null click when it never is.
+class InMemory(Chain):
+    """The query on a local Spark session, one micro-batch per batch of records (joinlab.microbatch),
+    no broker: the join is Spark's, so no model of it is graded, Spark is. `rows` keeps the records
+    as they are (the query parses them itself)."""
 
-def view(v: dict) -> dict:
-    """One view (VIEW's fields), with times as datetimes so that formatting never counts as a difference."""
-    return dict(v, impression_time=parse_time(v["impression_time"]),
-                click_time=None if v["click_time"] is None else parse_time(v["click_time"]))
+    def __init__(self, solution: ModuleType | None = None):
+        super().__init__(STAGES, solution)
+        self.solution = solution
 
+    @staticmethod
+    def rows(records) -> list:
+        return list(records)
 
-def actual(records: list) -> dict[int, dict]:
-    """The last record of each impression on the output topic, by version."""
-    return last_by_version([view(json.loads(r.value)) for r in records if r.topic == OUTPUT_TOPIC],
-                           "impression_id", version)
+    def run(self, batches: list[list]) -> list:
+        return list(_through_spark(self.solution, _canonical(batches))) if any(batches) else []
 
-
-def version(v: dict) -> tuple:
-    """A click over none, and of two clicks on one impression the later one."""
-    return v["click_id"] is not None, v["click_time"] or EPOCH, v["click_id"] or 0
+    @staticmethod
+    def views(out: list) -> dict:
+        return actual(out)

@@ -24,12 +24,13 @@ from joinlab.named_state import KeyState, grouping_key  # noqa: F401 (grouping_k
 EVENT, ENTRY, REJECTION, WINNER = "event", "entry", "rejection", "winner"
 LOTTERY, USER, PASS = "lottery", "user", "pass"
 
-# Stage 1's input: one valid event, routed by (entity, entity_id); times are microseconds.
+KEY = ("entity", "entity_id")  # every stage groups by the rows' own (entity, id)
+# Stage 1's input: one valid event, routed by KEY; times are microseconds.
 EVENT_COLUMNS = ["entity", "entity_id", "event_id", "type", "t_us", "lottery_id", "user_id", "amount"]
 FLOW = ("entity string, entity_id bigint, kind string, out_time timestamp, event_id string, type string, "
         "t_us bigint, lottery_id bigint, user_id bigint, amount bigint, rule string, message string, "
         "window_start_us bigint, winner_user_id bigint, winning_event_id string, entrants bigint, seed bigint")
-flow = Flow(FLOW)  # flow(kind, entity, entity_id, watermark_ms, **fields) -> Row
+flow = Flow(FLOW, KEY)  # flow(kind, entity, entity_id, watermark_ms, **fields) -> Row
 
 
 def reject(event: dict, rule: str, watermark_ms: int) -> Row:

@@ -47,7 +47,8 @@ class Tx(NamedTuple):
 TX_FIELDS = list(Tx._fields)
 SESSION_FIELDS = ["session_country", "session_device", "session_start_us"]
 USER_FIELDS = ["user_name", "user_country", "user_segment", "user_version"]
-# The input of stage 1: one valid event; a session's or user's own fields come in country,
+KEY = ("entity", "entity_key")  # every stage groups by the rows' own (entity, key)
+# The input of stage 1: one valid event, routed by KEY; a session's or user's own fields come in country,
 # device, name, segment and version.
 EVENT_COLUMNS = ["entity", "entity_key", "kind", *TX_FIELDS, "country", "device", "name", "segment", "version"]
 FLOW = ("entity string, entity_key string, kind string, out_time timestamp, tx_id string, user_id bigint, "
@@ -56,7 +57,7 @@ FLOW = ("entity string, entity_key string, kind string, out_time timestamp, tx_i
         "session_country string, session_device string, session_start_us bigint, user_name string, "
         "user_country string, user_segment string, user_version bigint, first_of_type boolean, "
         "enriched_by string, reason string, source_topic string")
-flow = Flow(FLOW)  # flow(kind, entity, entity_key, watermark_ms, **fields) -> Row
+flow = Flow(FLOW, KEY)  # flow(kind, entity, entity_key, watermark_ms, **fields) -> Row
 
 
 USER_SCHEMA = "t_us bigint, name string, country string, segment string"  # keyed by version

@@ -1,11 +1,13 @@
 """Money enrichment: transactions joined to their session and to their user as of the
 transaction's time, deduplicated, first-of-type flagged; late ones enriched by a lookup service.
 
-The query first: stage 1 keyed by session (SessionJoin, from a solution module:
-jobs/money_enrichment/solution.py or a candidate's exercises/money_enrichment.py), stage 2 keyed by
-user (UserEnrich, given), then the lookup step. Below it: the topics and how records are parsed
-and keyed, the stages in memory, and how a consumer reads the output. The row contract and stage
-2 are given.py.
+A record's trip, top down: the topics and their schemas; how stage 1 keys them (ROUTES); the two
+stages, by session (SessionJoin, from a solution module: jobs/money_enrichment/solution.py or a
+candidate's exercises/money_enrichment.py) then by user (UserEnrich, given), and the lookup step
+(`enrich`); what goes to the output topic; then `build`, which parses each record
+(joinlab.events), shuffles the events by stage 1's key, and wires it all to Kafka rows. Below it:
+the output as a consumer reads it, and the stages in memory. The row contract and stage 2 are
+given.py.
 """
 from __future__ import annotations
 
@@ -15,11 +17,10 @@ from types import ModuleType
 from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 
-from jobs.money_enrichment.given import (DEAD, ENRICHED, EVENT_COLUMNS, FLOW, SESSION, SESSION_START, TX, USER,
+from jobs.money_enrichment.given import (DEAD, ENRICHED, EVENT_COLUMNS, FLOW, KEY, SESSION, SESSION_START, TX, USER,
                                          USER_UPDATE, UserEnrich)
 from jobs.money_enrichment.lookup import enrich_rows, lookup_step
 from jobs.money_enrichment.rules import TYPES, Settings, settings
-from joinlab import solutions
 from joinlab.events import (Check, EventSchema, Route, micros, moment, parse_events, parse_time, route_columns,
                             routed, valid_events, validate)
 from joinlab.in_memory import Chain
@@ -27,46 +28,12 @@ from joinlab.lookup import LookupResult, LookupSettings
 from joinlab.patterns import Interview, Lookup
 from joinlab.stages import Stage, chain, processors
 
-KEY = ("entity", "entity_key")  # every stage: the rows' own (entity, key)
-STAGES = [Stage("join", "SessionJoin", KEY, FLOW, event_time=True, out_time=True, make=lambda c: (c,)),  # by session
-          Stage("enrich", UserEnrich, KEY, FLOW, event_time=True, initial=True, make=lambda c: (c,))]  # by user
-
-
-def enrich(events: DataFrame, config: Settings, lookup: LookupSettings, users: DataFrame | None = None,
-           solution: ModuleType | None = None) -> DataFrame:
-    """The core of the pattern: valid events in, FLOW rows of kind "enriched" or "dead" out.
-    `users`: initial state for stage 2 (rows of `users_snapshot`), or None."""
-    enriched = chain(keyed(events, config), STAGES, solutions.of(SOLUTION, PROCESSORS, solution), config, users)
-    return enriched.mapInArrow(lookup_step(lookup), FLOW)
-
-
-def build(raw: DataFrame, solution: ModuleType | None = None) -> DataFrame:
-    """Raw Kafka rows in, Kafka sink rows (topic, key, value) out: enriched transactions and dead
-    letters. Settings come from the environment here (jobs/money_enrichment/rules.py, and the
-    lookup client's LAB_LOOKUP_*), read once on the driver."""
-    parsed = parse_events(raw, SCHEMAS, DEAD_LETTERS_TOPIC, job="money-enrichment",
-                          key=dict(zip(("entity", "entity_key"), route_columns(ROUTES, "string"))))
-    config = settings()
-    users = users_snapshot(raw.sparkSession, config.users_snapshot) if config.users_snapshot else None
-    flows = enrich(parsed.events, config, LookupSettings.from_env(), users, solution)
-    return to_kafka_rows(flows).unionByName(parsed.dead_letters)
-
-
-# --- The pattern's parts (joinlab.patterns.Job) ------------------------------------------------
+# --- What it reads ------------------------------------------------------------------------------
 
 TRANSACTIONS_TOPIC, SESSIONS_TOPIC, USERS_TOPIC = "money-transactions", "money-sessions", "money-users"
 ENRICHED_TOPIC, DEAD_LETTERS_TOPIC = "money-enriched", "money-dlq"
 INPUT_TOPICS = [TRANSACTIONS_TOPIC, SESSIONS_TOPIC, USERS_TOPIC]
 OUTPUT_TOPICS = [ENRICHED_TOPIC, DEAD_LETTERS_TOPIC]
-SOLUTION, PROCESSORS = "jobs.money_enrichment.solution", processors(STAGES)
-GIVEN = "jobs.money_enrichment.given"  # UserEnrich: its retired state names (joinlab.job.check_state_layout)
-# Avro-encoded state: a field added to a stored value (the user) is read as NULL from old entries
-# on restart; Spark's default encoding refuses the changed schema (jobs/money_enrichment/README.md).
-# Fixed when a checkpoint is created; joinlab.job.start applies it.
-SPARK_CONF = {"spark.sql.streaming.stateStore.encodingFormat": "avro"}
-SETTINGS = ("MONEY_WATERMARK_DELAY", "MONEY_SESSION_DURATION", "MONEY_WAIT_LIMIT", "MONEY_DEDUP_HORIZON",
-            "MONEY_USERS_SNAPSHOT")
-INTERVIEW = Interview(level="4, the hard one", time_box="90 min", key="transaction")
 
 
 def _not_empty(name: str) -> Check:
@@ -89,11 +56,20 @@ USERS = EventSchema(
                   "version": "bigint", "event_time": "timestamp"})
 SCHEMAS = [TRANSACTIONS, SESSIONS, USERS]
 
-# Stage 1's keys: transactions and sessions by session, users by user (stage 2's key, as a string).
+# --- How it keys, and its stages ----------------------------------------------------------------
+
+# Stage 1's keys (KEY, given.py): transactions and sessions by session, users by user (as a string).
 ROUTES = [Route(TRANSACTIONS, SESSION, "session_id"), Route(SESSIONS, SESSION, "session_id"),
           Route(USERS, USER, "user_id")]
-LOOKUP = Lookup(SESSIONS, "session_id")  # what arrives after its session left state is enriched by asking
 KINDS = {TRANSACTIONS_TOPIC: TX, SESSIONS_TOPIC: SESSION_START, USERS_TOPIC: USER_UPDATE}  # a row's kind, by topic
+# A stage re-keys a row by the (entity, key) it emits it with (given.py's `flow`): stage 2 groups
+# anew, a shuffle where joinlab.stages.chain groups it.
+STAGES = [
+    # by session: dedup, the wait for the session; a joined transaction goes on keyed by its user
+    Stage("join", "jobs.money_enrichment.solution.SessionJoin", KEY, FLOW, event_time=True, out_time=True,
+          make=lambda c: (c,)),
+    # by user: the user as of the transaction's time, first of type
+    Stage("enrich", UserEnrich, KEY, FLOW, event_time=True, initial=True, make=lambda c: (c,))]
 
 
 def keyed(events: DataFrame, config: Settings) -> DataFrame:
@@ -106,12 +82,20 @@ def keyed(events: DataFrame, config: Settings) -> DataFrame:
     kind = F.lit(None)
     for topic, name in KINDS.items():
         kind = F.when(F.col("topic") == topic, name).otherwise(kind)
-    return timed.select("entity", "entity_key",  # keyed by parse_events
+    return timed.select("entity", "entity_key",  # the key ROUTES gave them
                         kind.alias("kind"), "tx_id", "user_id", "session_id", "amount",
                         "currency", "type", F.unix_micros("event_time").alias("t_us"),
                         F.col("source_partition").cast("bigint").alias("src_partition"),
                         F.col("source_offset").cast("bigint").alias("src_offset"),
                         "country", "device", "name", "segment", "version").select(*EVENT_COLUMNS)
+
+
+def enrich(events: DataFrame, config: Settings, lookup: LookupSettings, users: DataFrame | None = None,
+           solution: ModuleType | None = None) -> DataFrame:
+    """The core of the pattern: valid events in, FLOW rows of kind "enriched" or "dead" out.
+    `users`: initial state for stage 2 (rows of `users_snapshot`), or None."""
+    enriched = chain(keyed(events, config), STAGES, solution, config, users)
+    return enriched.mapInArrow(lookup_step(lookup), FLOW)
 
 
 def users_snapshot(spark, path: str) -> DataFrame:
@@ -130,6 +114,8 @@ def users_snapshot(spark, path: str) -> DataFrame:
     return spark.createDataFrame(rows, "entity string, entity_key string, user_id bigint, t_us bigint, name string, "
                                        "country string, segment string, version bigint")
 
+
+# --- What it writes -----------------------------------------------------------------------------
 
 def to_kafka_rows(flows: DataFrame) -> DataFrame:
     """Enriched transactions keyed by tx_id; dead letters (failed lookups, conflicts) with a reason."""
@@ -152,6 +138,55 @@ def to_kafka_rows(flows: DataFrame) -> DataFrame:
         F.when(is_enriched, enriched).otherwise(letter).alias("value"))
 
 
+def build(raw: DataFrame, solution: ModuleType | None = None) -> DataFrame:
+    """Raw Kafka rows in, Kafka sink rows (topic, key, value) out: enriched transactions and dead
+    letters. Settings come from the environment here (jobs/money_enrichment/rules.py, and the
+    lookup client's LAB_LOOKUP_*), read once on the driver."""
+    parsed = parse_events(raw, SCHEMAS, DEAD_LETTERS_TOPIC, job="money-enrichment")
+    # One shuffle by stage 1's key, shared by the events and the dead letters: Kafka is read once. Each
+    # stage still groups anew (Spark's watermark operator does not pass its input's partitioning on).
+    by_entity = parsed.repartition(route_columns(ROUTES, KEY, "string"))
+    config = settings()
+    users = users_snapshot(raw.sparkSession, config.users_snapshot) if config.users_snapshot else None
+    flows = enrich(by_entity.events, config, LookupSettings.from_env(), users, solution)
+    return to_kafka_rows(flows).unionByName(by_entity.dead_letters)
+
+
+# --- The rest of the pattern's parts (joinlab.patterns.Job) -------------------------------------
+
+SOLUTION, PROCESSORS = "jobs.money_enrichment.solution", processors(STAGES)
+# Avro-encoded state: a field added to a stored value (the user) is read as NULL from old entries
+# on restart; Spark's default encoding refuses the changed schema (jobs/money_enrichment/README.md).
+# Fixed when a checkpoint is created; joinlab.job.start applies it.
+SPARK_CONF = {"spark.sql.streaming.stateStore.encodingFormat": "avro"}
+SETTINGS = ("MONEY_WATERMARK_DELAY", "MONEY_SESSION_DURATION", "MONEY_WAIT_LIMIT", "MONEY_DEDUP_HORIZON",
+            "MONEY_USERS_SNAPSHOT")
+INTERVIEW = Interview(level="4, the hard one", time_box="90 min", key="transaction")
+LOOKUP = Lookup(SESSIONS, "session_id")  # what arrives after its session left state is enriched by asking
+
+
+# --- Reading the output topic: what a consumer keeps -------------------------------------------
+
+def parse_output(value: bytes) -> dict:
+    body = json.loads(value)
+    return dict(body, amount=float(body["amount"]), event_time=parse_time(body["event_time"]),
+                session_started_at=parse_time(body["session_started_at"]))
+
+
+def actual(records: list) -> dict[str, dict]:
+    """tx_id -> its last record on the output topic (the changelog's current value), without
+    `enriched_by`. A key lives in one partition, so the last one read is the last one written."""
+    views = [parse_output(r.value) for r in records if r.topic == ENRICHED_TOPIC]
+    return {v["tx_id"]: {name: value for name, value in v.items() if name != "enriched_by"} for v in views}
+
+
+def version(view: dict) -> tuple:
+    """A transaction's record is corrected in place (same key): no version order to compare."""
+    return ()
+
+
+# --- The stages in memory -----------------------------------------------------------------------
+
 class InMemory(Chain):
     """STAGES, then the lookup step, through pyspark's TwsTester, one micro-batch at a time: no
     Spark session. The lookup service knows `sessions` (session_id -> SessionStarted event as on
@@ -161,8 +196,7 @@ class InMemory(Chain):
     def __init__(self, solution: ModuleType | None = None, config: Settings | None = None,
                  sessions: dict | None = None, users: list[Row] = ()):
         self.config = config or settings()
-        super().__init__(STAGES, solutions.of(SOLUTION, PROCESSORS, solution), self.config,
-                         self.config.watermark_delay_ms, users)
+        super().__init__(STAGES, solution, self.config, self.config.watermark_delay_ms, users)
         self.sessions, self.reads_topic = sessions if sessions is not None else {}, sessions is None
         self.lookups = []
 
@@ -172,7 +206,7 @@ class InMemory(Chain):
         out = []
         for record in records:
             for schema, e in valid_events([record], SCHEMAS):
-                fields = routed(ROUTES, schema, e, EVENT_COLUMNS, "string")
+                fields = routed(ROUTES, schema, e, EVENT_COLUMNS, KEY, "string")
                 fields.update(kind=KINDS[schema.topic], t_us=micros(e["event_time"]),
                               src_partition=getattr(record, "partition", None),
                               src_offset=getattr(record, "offset", None))
@@ -211,23 +245,3 @@ class InMemory(Chain):
         return {r["tx_id"]: {**{name: r[name] for name in shown}, "amount": float(r["amount"]),
                              "event_time": moment(r["t_us"]), "session_started_at": moment(r["session_start_us"])}
                 for r in out if r["kind"] == ENRICHED}
-
-
-# --- Reading the output topic: what a consumer keeps -------------------------------------------
-
-def parse_output(value: bytes) -> dict:
-    body = json.loads(value)
-    return dict(body, amount=float(body["amount"]), event_time=parse_time(body["event_time"]),
-                session_started_at=parse_time(body["session_started_at"]))
-
-
-def actual(records: list) -> dict[str, dict]:
-    """tx_id -> its last record on the output topic (the changelog's current value), without
-    `enriched_by`. A key lives in one partition, so the last one read is the last one written."""
-    views = [parse_output(r.value) for r in records if r.topic == ENRICHED_TOPIC]
-    return {v["tx_id"]: {name: value for name, value in v.items() if name != "enriched_by"} for v in views}
-
-
-def version(view: dict) -> tuple:
-    """A transaction's record is corrected in place (same key): no version order to compare."""
-    return ()

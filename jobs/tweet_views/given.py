@@ -6,8 +6,8 @@ from datetime import timedelta
 
 from joinlab.config import duration_ms
 
-# One input row shape for both sides, grouped by author: kind is "user" or "tweet".
-SIDE_COLUMNS = ["kind", "user_id", "version", "event_time", "tweet_id", "text", "name", "handle"]
+# One input row shape for both sides, grouped by author: side is "user" or "tweet".
+EVENT_COLUMNS = ["side", "user_id", "version", "event_time", "tweet_id", "text", "name", "handle"]
 # What the processor emits: one row per view.
 VIEW = ("tweet_id bigint, tweet_version bigint, text string, tweet_time timestamp, "
         "user_id bigint, user_version bigint, name string, handle string, user_time timestamp")

@@ -78,7 +78,7 @@ class TweetViewsProcessor(StatefulProcessor):
         profiles, changed = {}, set()  # the batch's newer user versions, by version; tweets new or edited
         for row in rows:
             newest = utc(row.event_time) if newest is None else max(newest, utc(row.event_time))
-            if row.kind == "user":
+            if row.side == "user":
                 if (user is None or row.version > user.version) and row.version not in profiles:
                     profiles[row.version] = User(row.version, row.name, row.handle, row.event_time)
             else:

@@ -26,7 +26,6 @@ def add_parser(sub) -> None:
                        help="scenarios only: no Kafka, and no Spark unless the pattern is Spark's own join")
     stage.add_argument("--live", action="store_true", help="run the live stage even if a scenario failed")
     check.add_argument("--seed", type=int, default=7, help="the live stage's events (default 7)")
-    check.add_argument("--count", type=int, default=1200, help="the live stage's event count (default 1200)")
     check.add_argument("--json", action="store_true", help="the report as JSON (for the interviewer)")
     check.add_argument("--report", metavar="FILE", type=Path,
                        help="also write the interviewer's report (Markdown) to FILE")

@@ -19,7 +19,7 @@ from joinlab.interview import scenarios as fast
 
 def check(pattern: str, solution_file: Path, *, scenario_dir: Path | None = None, hidden_dir: Path | None = None,
           expectation: Path | None = None, live: str = "auto", seed: int = 7, count: int = 1200,
-          spark=None, say=lambda message: None) -> dict:
+          say=lambda message: None) -> dict:
     """Grade `solution_file`; the report as a dict (what --json prints)."""
     began = time.monotonic()
     ex, job = exercise(pattern), patterns.job(pattern)
@@ -34,19 +34,14 @@ def check(pattern: str, solution_file: Path, *, scenario_dir: Path | None = None
         raise SystemExit(f"--hidden {hidden_dir}: no such directory")
     held = hidden_dir / ex.module if hidden_dir and (hidden_dir / ex.module).is_dir() else hidden_dir
     found = fast.load_dir(scenario_dir or ex.scenarios()) + fast.load_dir(held, hidden=True)
-    for scenario in found:
-        outcomes, shown = fast.graded(pattern, module, scenario)
-        report["fast"]["passed" if shown is None else "failed"] += 1
-        report["fast"]["scenarios"].append({
-            "name": scenario.name, "hidden": scenario.hidden, "ok": shown is None, "error": outcomes[0].error,
-            "variants": {o.variant: o.ok for o in outcomes}, "cause": shown and fast.cause(outcomes, ex.key),
-            "details": [] if shown is None else fast.describe(shown, ex.key),
-            "emitted_nothing": outcomes[0].emitted_nothing})
-    fast_ok = report["fast"]["failed"] == 0 and bool(found)
+    results = [fast.graded(pattern, module, scenario) for scenario in found]
+    failed = sum(not r["ok"] for r in results)
+    report["fast"] = {"passed": len(results) - failed, "failed": failed, "scenarios": results}
+    fast_ok = failed == 0 and bool(found)
     if live == "always" or (live == "auto" and fast_ok):
         say(f"live stage: the real job with your {ex.what} (a minute or so)")
         from joinlab.interview import live as live_stage  # deferred: it starts Spark, the fast stage needs none
-        result = live_stage.run(pattern, module, seed=seed, count=count, expectation=expectation, spark=spark, say=say)
+        result = live_stage.run(pattern, module, seed=seed, count=count, expectation=expectation, say=say)
         report["live"] = dict(asdict(result), ok=result.ok, seconds=round(result.seconds, 1))
     live_ok = report["live"] is not None and report["live"]["ok"]
     report["ok"] = fast_ok and (live_ok or live == "never")
@@ -87,7 +82,7 @@ def main(args) -> int:
     say = (lambda message: None) if args.json else (lambda message: print(f"... {message}", file=sys.stderr,
                                                                            flush=True))
     report = check(args.pattern, solution, scenario_dir=args.scenarios, hidden_dir=args.hidden,
-                   expectation=args.expectation, live=live, seed=args.seed, count=args.count, say=say)
+                   expectation=args.expectation, live=live, seed=args.seed, say=say)
     print(json.dumps(report, indent=2) if args.json else "\n".join(lines(report)))
     if args.report:
         args.report.write_text(interviewer.markdown(report))

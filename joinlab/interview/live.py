@@ -17,7 +17,7 @@ from joinlab import job as runner
 from joinlab import patterns
 from joinlab.config import lab_home
 from joinlab.demo import DEMO_DISORDER, demo_broker
-from joinlab.generate import Record, send
+from joinlab.generate import Record, body_of, send
 from joinlab.interview import exercise
 from joinlab.interview.scenarios import default_settings, differences, expected, plain
 from joinlab.spark import session
@@ -66,7 +66,7 @@ def read_expectation(path: Path) -> tuple[list[Record], dict]:
 
 
 def run(pattern: str, solution: ModuleType, *, seed: int = 7, count: int = 1200, expectation: Path | None = None,
-        spark=None, say=lambda message: None) -> LiveResult:
+        say=lambda message: None) -> LiveResult:
     """Run the live stage; `say` hears each step (for a person watching)."""
     began, result, job = time.monotonic(), LiveResult(), patterns.job(pattern)
     records, expect = read_expectation(expectation) if expectation else events_and_expectation(pattern, seed, count)
@@ -83,7 +83,7 @@ def run(pattern: str, solution: ModuleType, *, seed: int = 7, count: int = 1200,
         send(bootstrap, records, progress=False)
         say(f"{len(records)} events on {', '.join(job.INPUT_TOPICS)} at {bootstrap}; "
             f"starting the job with your {exercise(pattern).what}")
-        spark = spark or session(f"interview-{pattern}")
+        spark = session(f"interview-{pattern}")
         checkpoint = tempfile.mkdtemp(prefix=f"interview-{pattern}-", dir=lab_home())  # the server writes it
         with runner.services(job, bootstrap):
             query = runner.start(spark, job, bootstrap, checkpoint, solution=solution,
@@ -118,7 +118,7 @@ def stories(report, expect: dict, got: dict, inputs: list, progress: list, resta
     spans = [(p["batchId"], topic, int(part), offsets(s["startOffset"]).get(topic, {}).get(part, 0), end)
              for p in progress for s in p["sources"] for topic, ends in offsets(s["endOffset"]).items()
              for part, end in ends.items()]
-    bodies = [(r, _body(r.value)) for r in inputs]
+    bodies = [(r, body_of(r.value)) for r in inputs]
     out = [f"The job stopped and restarted from its checkpoint at batch {restarted_at}."] if restarted_at else []
     for kind in ("missing", "stale", "mismatched"):
         for key in sorted(getattr(report, kind))[:3]:
@@ -135,13 +135,6 @@ def stories(report, expect: dict, got: dict, inputs: list, progress: list, resta
             out.append(f"  expected {differences(expect[key], got[key])}" if key in got else
                        f"  expected {json.dumps(expect[key], default=str)}, got nothing")
     return out
-
-
-def _body(value: bytes | None) -> dict:
-    try:
-        return dict(json.loads(value))
-    except (TypeError, ValueError):  # a malformed record
-        return {}
 
 
 def _batch(spans: list, record) -> int | None:

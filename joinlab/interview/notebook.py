@@ -2,7 +2,6 @@
 module, the scenarios as a table, and the live output against the reference as a picture."""
 from __future__ import annotations
 
-import importlib
 import types
 
 import pandas as pd
@@ -20,22 +19,17 @@ def solution_of(**classes) -> types.ModuleType:
     return module
 
 
-def lab_solution(pattern: str) -> types.ModuleType:
-    """The lab's own answer (what the tests run the notebook with)."""
-    return importlib.import_module(patterns.job(pattern).SOLUTION)
-
-
-def run_scenarios(pattern: str, solution: types.ModuleType) -> pd.DataFrame:
-    """Every visible scenario through `solution`'s processors, as sent and in the grader's variants;
-    prints each failure in words."""
-    job, ex = patterns.job(pattern), exercise(pattern)
+def run_scenarios(pattern: str, solution: types.ModuleType | None) -> pd.DataFrame:
+    """Every visible scenario through `solution`'s processors (None: the lab's own answer), as sent and
+    in the grader's variants; prints each failure in words."""
+    job = patterns.job(pattern)
     module = solutions.of(job.SOLUTION, job.PROCESSORS, solution)
     table = []
-    for scenario in fast.load_dir(ex.scenarios()):
-        outcomes, shown = fast.graded(pattern, module, scenario)
-        table.append({"scenario": scenario.name, "ok": shown is None, **{o.variant: o.ok for o in outcomes}})
-        if shown is not None:
-            print("\n".join(fast.describe(shown, ex.key)), end="\n\n")
+    for scenario in fast.load_dir(exercise(pattern).scenarios()):
+        result = fast.graded(pattern, module, scenario)
+        table.append({"scenario": result["name"], "ok": result["ok"], **result["variants"]})
+        if not result["ok"]:
+            print("\n".join(result["details"]), end="\n\n")
     passed = sum(row["ok"] for row in table)
     print(f"{passed} of {len(table)} scenarios passed" + ("" if passed < len(table) else ": on to the live stage"))
     return pd.DataFrame(table)

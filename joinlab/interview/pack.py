@@ -17,12 +17,15 @@ LAB_PACKAGES = ("joinlab", "jobs", "generators")
 LEFT_OUT = ("solution.py", "README.md", "__pycache__", "*.pyc")
 
 
+def fast_stage(ex: Exercise) -> str:
+    """What `make check-fast` runs: processors go through pyspark's in-memory tester; functions of
+    Spark's own join through its query, on a local session."""
+    return "scenarios only: seconds, no Spark" if ex.processors else "scenarios only: a local Spark session, Java 17"
+
+
 def makefile(ex: Exercise) -> str:
     grade = (f"$(VENV)/bin/joinlab interview check {ex.pattern} --solution {ex.module}.py --scenarios scenarios "
              f"--expectation expectation.json")
-    # Processors run through pyspark's in-memory tester; functions of Spark's own join in its query, on a local session.
-    fast = ("scenarios only: seconds, no Spark" if ex.processors
-            else "scenarios only: on a local Spark session (needs Java 17)")
     return f"""# Your workspace for the {ex.pattern} exercise. `make check` grades {ex.module}.py.
 PYTHON ?= python3
 VENV ?= .venv
@@ -31,7 +34,7 @@ VENV ?= .venv
 check: $(VENV)/.installed ## scenarios in memory, then the real job on Kafka and Spark (needs Java 17)
 \t{grade}
 
-check-fast: $(VENV)/.installed ## {fast}
+check-fast: $(VENV)/.installed ## {fast_stage(ex)}
 \t{grade} --fast
 
 $(VENV)/.installed: lab/pyproject.toml
@@ -42,42 +45,24 @@ $(VENV)/.installed: lab/pyproject.toml
 
 
 def readme(ex: Exercise) -> str:
-    if not ex.processors:
-        return readme_functions(ex)
+    """The workspace's README. A candidate who writes functions of Spark's own join has no processor,
+    so no restart or reordering of one to play: their scenarios run on Spark itself."""
+    yours = "your processor" if ex.processors else "your functions"
+    what = yours if ex.processors else " and ".join(f"`{name}`" for name in ex.writes)
+    fast = ("in seconds: each as sent, with a\n   new processor object before every micro-batch as after a restart, "
+            "and with each batch's rows\n   in another order" if ex.processors else "each through the job's real "
+            "query on a\n   local Spark session, one micro-batch per batch, a few seconds each")
     return f"""# Stream Join Lab: the {ex.pattern} exercise (level {ex.level}, {ex.time_box})
 
 1. Read `{ex.module}.md`: the data, the topics, what must come out, the questions to think about.
-2. Write your processor in `{ex.module}.py` (it runs as it is, and fails the grader).
-3. Grade it: `make check-fast` (the scenarios in `scenarios/`, in seconds: each as sent, with a
-   new processor object before every micro-batch as after a restart, and with each batch's rows
-   in another order), then `make check` (also the real job: your processor on Kafka and Spark
-   with out-of-order, duplicated and malformed events, stopped and restarted from its
+2. Write {what} in `{ex.module}.py` (it {"runs" if ex.processors else "imports"} as it is, and fails the grader).
+3. Grade it: `make check-fast` (the scenarios in `scenarios/`, {fast}), then `make check` (also the real job:
+   {yours} on Kafka and Spark with out-of-order, duplicated and malformed events, stopped and restarted from its
    checkpoint, compared with the right answer). `interview-log.json` notes when you check.
 
-Needs Python 3.10+ and Java 17 (for Spark). The first `make` installs the lab into `.venv`.
-`lab/` holds what the job is made of: parsing, keying and wiring (`lab/jobs/`), the generators
-and the grader; your processor is the one missing piece. Your interviewer may also run scenarios
-you do not see.
-"""
-
-
-def readme_functions(ex: Exercise) -> str:
-    """The README of an exercise in Spark's own join: the candidate writes functions of the query (no
-    processor, so no restart or reordering of one to play), and its scenarios run on Spark itself."""
-    return f"""# Stream Join Lab: the {ex.pattern} exercise (level {ex.level}, {ex.time_box})
-
-1. Read `{ex.module}.md`: the data, the topics, what must come out, the questions to think about.
-2. Write {' and '.join(f'`{name}`' for name in ex.writes)} in `{ex.module}.py` (it imports as it is,
-   and fails the grader).
-3. Grade it: `make check-fast` (the scenarios in `scenarios/`: each through the job's real query on
-   a local Spark session, one micro-batch per batch, a few seconds each), then `make check` (also
-   the real job on Kafka and Spark with out-of-order, duplicated and malformed events, stopped and
-   restarted from its checkpoint, compared with the right answer). `interview-log.json` notes when
-   you check.
-
-Needs Python 3.10+ and Java 17 (for Spark, in both). The first `make` installs the lab into `.venv`.
-`lab/` holds what the job is made of: parsing, keying and wiring (`lab/jobs/`), the generators
-and the grader; your functions are the missing piece. Your interviewer may also run scenarios
+Needs Python 3.10+ and Java 17 (for Spark{"" if ex.processors else ", in both"}). The first `make` installs the lab
+into `.venv`. `lab/` holds what the job is made of: parsing, keying and wiring (`lab/jobs/`), the generators and the
+grader; {yours} {"is the one" if ex.processors else "are the"} missing piece. Your interviewer may also run scenarios
 you do not see.
 """
 
@@ -113,10 +98,9 @@ def main(args) -> int:
     print(f"Interview workspace for {ex.pattern} (level {ex.level}, {ex.time_box}): {out}/")
     if args.archive:
         print(f"  and the same as one file: {out}.tar.gz")
-    fast = "scenarios, seconds" if ex.processors else "scenarios, on a local Spark session"
     print(f"""  1. read   {out}/{ex.module}.md
   2. edit   {out}/{ex.module}.py  ({', '.join(ex.writes)})
-  3. grade  make -C {out} check-fast   ({fast}), then  make -C {out} check   (the real job)
+  3. grade  make -C {out} check-fast   ({fast_stage(ex)}), then  make -C {out} check   (the real job)
      or, in this lab:  make interview-check PATTERN={ex.pattern}
 The interviewer grades what comes back with the held-back scenarios too:
   joinlab interview check {ex.pattern} --solution their_file.py --hidden exercises/hidden""")

@@ -147,10 +147,14 @@ def run(pattern: str, solution: ModuleType | None, scenario: Scenario, variant: 
     return outcome
 
 
-def graded(pattern: str, solution: ModuleType | None, scenario: Scenario) -> tuple[list[Outcome], Outcome | None]:
-    """The scenario as sent and in every variant; and the outcome to show: the first failed one."""
+def graded(pattern: str, solution: ModuleType | None, scenario: Scenario) -> dict:
+    """The scenario as sent and in every variant, as the grader's report holds it: passed, and if not,
+    its cause in one line and the first failed outcome in words (`describe`)."""
     outcomes = [run(pattern, solution, scenario, variant) for variant in (AS_SENT, *VARIANTS)]
-    return outcomes, next((o for o in outcomes if not o.ok), None)
+    shown, key = next((o for o in outcomes if not o.ok), None), exercise(pattern).key
+    return {"name": scenario.name, "hidden": scenario.hidden, "ok": shown is None, "error": outcomes[0].error,
+            "variants": {o.variant: o.ok for o in outcomes}, "cause": shown and cause(outcomes, key),
+            "details": [] if shown is None else describe(shown, key), "emitted_nothing": outcomes[0].emitted_nothing}
 
 
 def cause(outcomes: list[Outcome], key_name: str) -> str:

@@ -33,7 +33,7 @@ class LookupSettings:
 
     def __post_init__(self):
         parts = urlsplit(self.url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
+        if parts.scheme != "http" or not parts.hostname:  # the service serves plain HTTP only
             raise ValueError(f"lookup URL {self.url!r} ($LAB_LOOKUP_URL): give http://host:port, "
                              "e.g. http://127.0.0.1:8090")
         if not self.timeout_s > 0 or self.retries < 0 or self.concurrency < 1:
@@ -98,8 +98,7 @@ def _timeout_reason(settings: LookupSettings, attempts: int) -> str:
 def _worker(todo: deque, results: dict, lock: threading.Lock, settings: LookupSettings, deadline: float) -> None:
     """Take ids until none is left, on one keep-alive connection (after close() the next request opens it again)."""
     parts = urlsplit(settings.url)
-    kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-    connection = kind(parts.hostname, parts.port)
+    connection = http.client.HTTPConnection(parts.hostname, parts.port)
     try:
         while True:
             try:

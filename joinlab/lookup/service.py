@@ -10,12 +10,12 @@ import json
 import os
 import random
 import secrets
-import socket
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import unquote, urlsplit
 
+from joinlab.broker import answers_as
 from joinlab.lookup.config import TOKEN_ENV, default_port, token_file
 from joinlab.lookup.store import SessionStore
 
@@ -115,14 +115,9 @@ class LookupService:
         self._server: _Server | None = None
 
     @property
-    def port(self) -> int:
-        assert self._server, "service not started"
-        return self._server.server_address[1]
-
-    @property
     def url(self) -> str:
         host = HOST if self._host in ("0.0.0.0", "") else self._host
-        return f"http://{host}:{self.port}"
+        return f"http://{host}:{self._server.server_address[1]}"
 
     def start(self) -> "LookupService":
         try:
@@ -130,8 +125,9 @@ class LookupService:
         except OSError as exc:
             raise ServiceError(f"cannot listen on {self._host}:{self._port} ({exc.strerror}): set LAB_LOOKUP_PORT "
                                "or pass --port to use another port, or stop what listens there") from None
-        try:
-            _reachable(self.store.bootstrap)
+        try:  # in seconds, not after the Kafka client's 30-s bootstrap timeout, when nothing listens
+            if not answers_as(self.store.bootstrap, None, timeout_s=3.0):
+                raise ConnectionError("nothing answers there")
             self.store.start()
         except Exception as exc:
             self._server.server_close()
@@ -152,11 +148,6 @@ class LookupService:
 
     def __exit__(self, *exc) -> None:
         self.stop()
-
-    def reset_counters(self) -> None:
-        with self._lock:
-            self.max_in_flight = self.requests = self.connections = 0
-            self._requests_per_id.clear()
 
     def answer(self, path: str, authorization: str) -> tuple[int, dict]:
         """A GET's status and JSON body; /health (counts only, no data) needs no token."""
@@ -190,17 +181,3 @@ class LookupService:
     def _delay(self) -> None:
         if self.latency_ms:
             self._stopping.wait(self.latency_ms / 1000)
-
-
-def _reachable(bootstrap: str, timeout_s: float = 3.0) -> None:
-    """Fail in seconds, not after the Kafka client's 30-s bootstrap timeout, when nothing listens."""
-    problems = []
-    for server in bootstrap.split(","):
-        host, _, port = server.strip().rpartition(":")
-        try:
-            socket.create_connection((host, int(port)), timeout_s).close()
-            return
-        except (OSError, ValueError) as exc:
-            problems.append(f"{server.strip()}: {exc}")
-    raise ConnectionError("; ".join(problems))
-

@@ -19,21 +19,17 @@ from joinlab.topics import plain_consumer
 REDISCOVER_S = 2.0  # how often to look for the topic (or new partitions) again
 
 
-def served(topic: str | None = None):
-    """The registered patterns' LOOKUP (joinlab.patterns.Lookup) of `topic`; None: the first one."""
-    from joinlab import patterns  # deferred: the registry imports the jobs, and with them Spark
-    lookups = [lookup for lookup in patterns.lookups().values() if topic in (None, lookup.schema.topic)]
-    if not lookups:
-        raise ValueError(f"no pattern's job asks the lookup service about {topic or 'any topic'}; those asked: "
-                         f"{', '.join(lk.schema.topic for lk in patterns.lookups().values()) or 'none'}")
-    return lookups[0]
-
-
 class SessionStore:
-    """session_id -> the first valid session event, filled by a background consumer."""
+    """session_id -> the first valid session event, filled by a background consumer, of `topic`: the
+    one a registered pattern's LOOKUP (joinlab.patterns.Lookup) names; None: the first of them."""
 
     def __init__(self, bootstrap: str, topic: str | None = None):
-        self.lookup = served(topic)  # the service and the job judge a record alike: by the job's schema
+        from joinlab import patterns  # deferred: the registry imports the jobs, and with them Spark
+        lookups = [lookup for lookup in patterns.lookups().values() if topic in (None, lookup.schema.topic)]
+        if not lookups:
+            raise ValueError(f"no pattern's job asks the lookup service about {topic or 'any topic'}; those asked: "
+                             f"{', '.join(lk.schema.topic for lk in patterns.lookups().values()) or 'none'}")
+        self.lookup = lookups[0]  # the service and the job judge a record alike: by the job's schema
         self.schema, self.bootstrap, self.topic = self.lookup.schema, bootstrap, self.lookup.schema.topic
         self._sessions: dict[str, dict] = {}
         self._positions: dict[int, int] = {}  # partition -> the next offset to consume
@@ -91,18 +87,16 @@ class SessionStore:
             consumer.close()
 
     def _assign_new_partitions(self, consumer) -> None:
-        consumer.topics()  # refresh metadata: the topic may have been created since
-        found = consumer.partitions_for_topic(self.topic) or set()
-        new = sorted(found - set(self._positions))
-        if not new:
-            return
-        tps = [TopicPartition(self.topic, p) for p in sorted(found)]
-        beginnings = consumer.beginning_offsets([TopicPartition(self.topic, p) for p in new])
-        consumer.assign(tps)
-        with self._lock:
-            self._positions.update({tp.partition: offset for tp, offset in beginnings.items()})
-        for tp in tps:  # explicit offsets always (see the README on the embedded broker)
-            consumer.seek(tp, self._positions[tp.partition])
+        consumer.topics()  # refresh metadata: the topic, or partitions of it, may have been created since
+        found = consumer.partitions_for_topic(self.topic)
+        if new := [TopicPartition(self.topic, p) for p in sorted(found - set(self._positions))]:
+            beginnings = consumer.beginning_offsets(new)
+            tps = [TopicPartition(self.topic, p) for p in sorted(found)]
+            consumer.assign(tps)
+            with self._lock:
+                self._positions.update({tp.partition: offset for tp, offset in beginnings.items()})
+            for tp in tps:  # every position given: a partition the consumer has no position for starts at its end
+                consumer.seek(tp, self._positions[tp.partition])
 
     def _consume(self, consumer, until: float) -> None:
         if not self._positions:
@@ -111,15 +105,13 @@ class SessionStore:
         end = time.monotonic() + until
         while time.monotonic() < end and not self._stop.is_set():
             for tp, records in consumer.poll(timeout_ms=200).items():
-                self._apply(tp, records, consumer.position(tp))
-
-    def _apply(self, tp: TopicPartition, records, position: int) -> None:
-        fields = self.schema.fields
-        with self._lock:
-            for record in records:
-                event, _ = validate(self.schema, record.value, record.timestamp)
-                if event is None:
-                    self.invalid += 1
-                    continue
-                self._sessions.setdefault(event[self.lookup.key], {name: event.get(name) for name in fields})
-            self._positions[tp.partition] = max(position, records[-1].offset + 1 if records else 0)
+                position = consumer.position(tp)
+                with self._lock:
+                    for record in records:
+                        event, _ = validate(self.schema, record.value, record.timestamp)
+                        if event is None:
+                            self.invalid += 1
+                        else:
+                            self._sessions.setdefault(event[self.lookup.key],
+                                                      {name: event.get(name) for name in self.schema.fields})
+                    self._positions[tp.partition] = position

@@ -12,14 +12,13 @@
 
 Nothing here knows a pattern: it asks joinlab.patterns. Sizes come from the environment (`setting`).
 """
-from joinlab.notebook.env import connect, default_lab_home, setting
+from joinlab.notebook.env import default_lab_home, setting
 
 default_lab_home()  # before anything reads LAB_HOME
 
 from joinlab.notebook.feed import Feed  # noqa: E402
 from joinlab.notebook.lab import DEFAULT_DISORDER, Lab  # noqa: E402
 from joinlab.notebook.peek import frame, rows  # noqa: E402
-from joinlab.notebook.progress import plot_progress, plot_timeline, wait_until  # noqa: E402
+from joinlab.notebook.progress import plot_progress, plot_timeline  # noqa: E402
 
-__all__ = ["DEFAULT_DISORDER", "Feed", "Lab", "connect", "frame", "plot_progress", "plot_timeline", "rows", "setting",
-           "wait_until"]
+__all__ = ["DEFAULT_DISORDER", "Feed", "Lab", "frame", "plot_progress", "plot_timeline", "rows", "setting"]

@@ -12,7 +12,7 @@ class Feed:
     """Sends `records` at `rate` records/s in a daemon thread, one second's worth at a time, so
     it can be stopped between chunks; `sent` says how far it got."""
 
-    def __init__(self, bootstrap: str, records: list[Record], rate: float | None):
+    def __init__(self, bootstrap: str, records: list[Record], rate: float):
         self.bootstrap, self.records, self.rate = bootstrap, records, rate
         self.sent, self.error = 0, None
         self.started_at = pd.Timestamp.now(tz="UTC")  # compare with Kafka timestamps (`timeline(since=...)`)
@@ -21,7 +21,7 @@ class Feed:
         self.thread.start()
 
     def _run(self) -> None:
-        step = max(1, int(self.rate)) if self.rate else len(self.records) or 1
+        step = max(1, int(self.rate))
         try:
             for i in range(0, len(self.records), step):
                 if self._stop.is_set():
@@ -50,5 +50,4 @@ class Feed:
 
     def __repr__(self) -> str:
         state = "failed: " + repr(self.error) if self.error else ("done" if self.done else "sending")
-        rate = f" at {self.rate:g}/s" if self.rate else ""
-        return f"<Feed {self.sent}/{len(self.records)} records sent{rate}, {state}>"
+        return f"<Feed {self.sent}/{len(self.records)} records sent at {self.rate:g}/s, {state}>"

@@ -19,9 +19,9 @@ from joinlab.generate import Disorder, Record, continued, send
 from joinlab.notebook.env import connect, setting
 from joinlab.notebook.feed import Feed
 from joinlab.notebook.peek import frame, topic_ends
-from joinlab.notebook.progress import as_dict, wait_until
+from joinlab.notebook.progress import wait_until
 from joinlab.spark import executors, session, stop, ui_url
-from joinlab.status import Watcher, offsets
+from joinlab.status import as_dict, offsets
 from joinlab.topics import NoSuchTopic
 from joinlab.topics import Record as TopicRecord
 from joinlab.topics import create_topics, read_topics, tail
@@ -37,18 +37,19 @@ OUTPUT_PREFIX = "notebook-"
 class Lab:
     """A pattern's topics, generator, job, state and reference, for a notebook."""
 
-    def __init__(self, pattern: str, bootstrap: str | None = None):
+    def __init__(self, pattern: str):
         self.pattern = pattern
         self.job = patterns.job(pattern)
         self.generator = patterns.generator(pattern)
         self.reference = patterns.reference(pattern)
-        self.bootstrap = bootstrap or connect()
+        self.bootstrap = connect()
         self.checkpoint = str(lab_home() / "notebooks" / patterns.module_name(pattern) / "checkpoint")
         self.query_name = "notebook_" + patterns.module_name(pattern)
         self.spark = None
         self.query = None
         self.feed: Feed | None = None
         self.services = None  # the lookup service the job asks (its LOOKUP), open while it runs
+        self.topics = patterns.all_topics(pattern)
         self.outputs = {t: OUTPUT_PREFIX + t for t in self.job.OUTPUT_TOPICS}  # the pattern's name -> this job's
         self.target: dict | None = None  # the input ends `caught_up` waits for (taken when it is first asked)
 
@@ -57,10 +58,6 @@ class Lab:
                 f"outputs {', '.join(self.outputs.values())}>")
 
     # --- topics
-    @property
-    def topics(self) -> list[str]:
-        return list(self.job.INPUT_TOPICS) + list(self.job.OUTPUT_TOPICS)
-
     def create_topics(self) -> dict[str, int]:
         create_topics(self.bootstrap, [self.outputs.get(t, t) for t in self.topics])
         return self.counts()
@@ -115,40 +112,32 @@ class Lab:
         return query_progress.timeline(self.read(), self.topics, freq, since)
 
     # --- the generator
-    def start_generator(self, count: int, rate: float | None, seed: int | None = None, **options) -> Feed:
-        """The pattern's generator (`generate(seed, count, disorder=DEFAULT_DISORDER, **options)`)
-        sent at `rate` records/s in the background. `rate` also sets the generator's event-time clock.
-        Without a seed: seed 7, continued after what the input topics hold (new ids, later event
-        times: joinlab.generate.Continuation), as `joinlab generate` does."""
+    def start_generator(self, count: int, rate: float) -> Feed:
+        """The pattern's generator (`generate(7, count, disorder=DEFAULT_DISORDER, rate=rate)`) sent at
+        `rate` records/s in the background; `rate` also sets the generator's event-time clock. Its
+        records continue after what the input topics hold (new ids, later event times:
+        joinlab.generate.Continuation), as `joinlab generate` without --seed does."""
         if self.feed and not self.feed.done:
             print(f"a generator is already running: {self.feed!r}")
             return self.feed
-        options.setdefault("disorder", DEFAULT_DISORDER)
-        if rate:
-            options.setdefault("rate", rate)
-        records = self.generator.generate(7 if seed is None else seed, count, **options)
-        if seed is None:
-            records = continued(self.bootstrap, self.job.INPUT_TOPICS, records,
-                                lambda line: print(line.replace("this run", "this generator")))
+        records = continued(self.bootstrap, self.job.INPUT_TOPICS,
+                            self.generator.generate(7, count, disorder=DEFAULT_DISORDER, rate=rate),
+                            lambda line: print(line.replace("this run", "this generator")))
         self.feed = Feed(self.bootstrap, records, rate)
         return self.feed
 
     # --- Spark and the job
-    def start_spark(self):
-        """The lab's Spark session (RocksDB state store), kept for the rest of the notebook."""
-        os.environ.setdefault("LAB_SPARK_LOG_LEVEL", "ERROR")  # keep WARN lines out of the cells
-        self.spark = session(f"notebook-{self.pattern}", **{"spark.sql.streaming.numRecentProgressUpdates": "1000"})
-        if ui := ui_url(self.spark):
-            print(f"Spark UI {ui} (Structured Streaming tab: rates, durations, state, watermark)")
-        return self.spark
-
     def start_job(self, trigger: str = "2 seconds", max_offsets_per_trigger: int | None = None, solution=None):
-        """Start the job in this kernel's Spark session on an empty checkpoint (it reads the input
-        topics from the beginning; an old checkpoint may name offsets of a broker that no longer
-        exists), or attach to it if it already runs. `solution`: the module its processors come
-        from (a candidate's; None: the lab's own)."""
-        spark = self.spark or self.start_spark()
-        running = [q for q in spark.streams.active if q.name == self.query_name]
+        """Start the job in this kernel's Spark session (kept for the rest of the notebook) on an empty
+        checkpoint (it reads the input topics from the beginning; an old checkpoint may name offsets of
+        a broker that no longer exists), or attach to it if it already runs. `solution`: the module
+        its processors come from (a candidate's; None: the lab's own)."""
+        if self.spark is None:
+            os.environ.setdefault("LAB_SPARK_LOG_LEVEL", "ERROR")  # a server this kernel starts: no WARN in the cells
+            self.spark = session(f"notebook-{self.pattern}", **{"spark.sql.streaming.numRecentProgressUpdates": "1000"})
+            if ui := ui_url(self.spark):
+                print(f"Spark UI {ui} (Structured Streaming tab: rates, durations, state, watermark)")
+        running = [q for q in self.spark.streams.active if q.name == self.query_name]
         if running:
             self.query = running[0]
             print(f"attached to the running query {self.query_name} (id {self.query.id})")
@@ -157,7 +146,7 @@ class Lab:
         if self.services is None:
             self.services = runner.services(self.job, self.bootstrap)
             self.services.__enter__()
-        self.query = runner.start(spark, self.job, self.bootstrap, self.checkpoint, counted=True,
+        self.query = runner.start(self.spark, self.job, self.bootstrap, self.checkpoint, counted=True,
                                   trigger_interval=trigger, max_offsets_per_trigger=max_offsets_per_trigger,
                                   name=self.query_name, solution=solution, output_prefix=OUTPUT_PREFIX)
         print(f"started {self.query_name}: trigger every {trigger}, checkpoint {self.checkpoint}")
@@ -201,7 +190,8 @@ class Lab:
     def behind(self, waited_s: float) -> str:
         """Why the job has not caught up yet, and what to do, in words."""
         done, target = self._done(), self.target or {}
-        left = sum(max(0, end - int(done.get(t, {}).get(p, 0))) for t, parts in target.items() for p, end in parts.items())
+        left = sum(max(0, end - int(done.get(t, {}).get(p, 0)))
+                   for t, parts in target.items() for p, end in parts.items())
         more = sum(self.counts(self.job.INPUT_TOPICS).values()) - sum(sum(parts.values()) for parts in target.values())
         return " ".join([
             f"after {waited_s:.0f} s the job still has {left} input records to read of those there when this started.",
@@ -213,25 +203,23 @@ class Lab:
             f"reads them too: `joinlab lab down gen-{self.pattern}` stops a background generator." if more > 0 else ""])
 
     def progress(self) -> pd.DataFrame:
-        """One row per micro-batch with input (from `query.recentProgress`): records read (from
-        the source offsets), records written per output topic, duration, state rows and memory."""
-        return query_progress.batches(self.query.recentProgress if self.query else [])
+        """One row per micro-batch that ran (from `query.recentProgress`): records read per input
+        topic and in all, written per output topic, dead letters, duration, watermark, state rows and memory."""
+        return query_progress.batches(self.job, self.query.recentProgress if self.query else [])
 
-    def watch(self, until: Callable[[], Any] | None = None, timeout_s: float = 30, rows: int = 8,
-              every_s: float = 1.0) -> None:
-        """A live table of the last `rows` micro-batches (the numbers of `joinlab run`'s status line),
-        updated in place every `every_s` until `until()` is true or `timeout_s` has passed (no
+    def watch(self, until: Callable[[], Any] | None = None, timeout_s: float = 30) -> None:
+        """A live table of the last 8 micro-batches (the numbers of `joinlab run`'s status line),
+        updated in place every second until `until()` is true or `timeout_s` has passed (no
         error then: it is something to look at)."""
         from IPython.display import display
         handle = display(pd.DataFrame(), display_id=True)
         deadline = time.monotonic() + timeout_s
         while True:
             self.check_query()
-            table = query_progress.status_table(Watcher(self.job).new(self.query.recentProgress if self.query else []))
-            handle.update(table.tail(rows))
+            handle.update(self.progress().tail(8))
             if (until and until()) or time.monotonic() > deadline:
                 return
-            time.sleep(every_s)
+            time.sleep(1)
 
     # --- state
     def state_metadata(self) -> pd.DataFrame:

@@ -8,39 +8,23 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from joinlab.status import OBSERVED, BatchStatus, as_dict, offset_spans
+from joinlab.status import Watcher, as_dict
 
 
-def batches(recent: list) -> pd.DataFrame:
-    """`Lab.progress`: one row per micro-batch of `recent` that had input."""
-    out = []
-    for p in map(as_dict, recent):
-        if not p.get("numInputRows"):
-            continue
-        row = {"batch": p["batchId"], "time": pd.Timestamp(p["timestamp"]),
-               "records in": sum(sum(offset_spans(src).values()) for src in p.get("sources", [])),
-               "duration s": p.get("batchDuration", p["durationMs"].get("triggerExecution", 0)) / 1000}
-        for topic, n in ((p.get("observedMetrics") or {}).get(OBSERVED) or {}).items():
-            row[f"out {topic}"] = n
-        ops = p.get("stateOperators") or []
-        if ops:
-            row["state rows"] = sum(op["numRowsTotal"] for op in ops)
-            row["state rows updated"] = sum(op["numRowsUpdated"] for op in ops)
-            row["state memory KiB"] = sum(op["memoryUsedBytes"] for op in ops) / 1024
-        out.append(row)
-    return pd.DataFrame(out).set_index("batch") if out else pd.DataFrame()
-
-
-def status_table(statuses: list[BatchStatus]) -> pd.DataFrame:
-    """`joinlab run`'s status lines as a table, one row per micro-batch."""
+def batches(job, recent: list) -> pd.DataFrame:
+    """`Lab.progress` and `Lab.watch`: one row per micro-batch that ran, with the numbers of `joinlab
+    run`'s status line (joinlab.status), the records it read in all, and its state's memory."""
+    memory = {p["batchId"]: sum(op["memoryUsedBytes"] for op in p.get("stateOperators") or []) / 1024
+              for p in map(as_dict, recent) if "batchId" in p}
     rows = []
-    for status in statuses:
+    for status in Watcher(job).new(recent):
         row = {"batch": status.batch, **{f"in {t}": n for t, n in status.records_in.items()},
-               **{f"out {t}": n for t, n in status.records_out.items()},
+               "records in": sum(status.records_in.values()), **{f"out {t}": n for t, n in status.records_out.items()},
                "dead letters": status.dead_letters, "seconds": round(status.duration_s, 2)}
         if status.watermark is not None:
             row["watermark"] = status.watermark.replace("T", " ").rstrip("Z")
-        row["state rows"] = " / ".join(map(str, status.state_rows))
+        if status.state_rows:
+            row.update({"state rows": sum(status.state_rows), "state memory KiB": memory[status.batch]})
         rows.append(row)
     return pd.DataFrame(rows).set_index("batch") if rows else pd.DataFrame()
 
@@ -51,13 +35,10 @@ def timeline(records: pd.DataFrame, topics: list[str], freq: str = "1s",
     df = records if since is None or records.empty else records[records["time"] >= since - pd.Timedelta(freq)]
     if df.empty:
         return pd.DataFrame(columns=topics)
-    step = pd.Timedelta(freq).total_seconds()
-    start = df["time"].min().floor(freq)
-    df = df.assign(t=(df["time"].dt.floor(freq) - start).dt.total_seconds())
-    counts = df.groupby(["t", "topic"]).size().unstack(fill_value=0)
-    counts = counts.reindex(columns=[t for t in topics if t in counts.columns])
-    index = pd.Index([i * step for i in range(round(counts.index.max() / step) + 1)], name="seconds")
-    return counts.reindex(index, fill_value=0).cumsum()
+    counts = pd.crosstab(df["time"].dt.floor(freq), df["topic"]).asfreq(freq, fill_value=0).cumsum()
+    counts = counts[[t for t in topics if t in counts.columns]]
+    counts.index = pd.Index((counts.index - counts.index[0]).total_seconds(), name="seconds")
+    return counts
 
 
 def wait_until(condition: Callable[[], Any], timeout_s: float, what: str, interval_s: float = 0.25,

@@ -19,17 +19,11 @@ from joinlab.stack.procs import StackError
 from joinlab.stack.services import connect_answers, connect_command
 
 
-def command(host: str, port: int, ui: int) -> list[str]:
-    """spark-submit of the server on $SPARK_MASTER (connect_command)."""
-    return connect_command(spark_master(), port, ui, host)
-
-
 def server_env() -> dict[str, str]:
     """This environment (the token in it) for the server's JVM: the lab's malloc arenas, Python
     workers on this interpreter unless $PYSPARK_PYTHON names one (the image's does)."""
     env = jvm_env()
     env.setdefault("PYSPARK_PYTHON", sys.executable)
-    env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     return env
 
 
@@ -53,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
         except StackError as exc:
             print(f"connect_server: {exc}", file=sys.stderr)
             return 1
-    cmd = command(args.host, args.port, args.ui_port)
+    cmd = connect_command(spark_master(), args.port, args.ui_port, args.host)
     print(f"connect_server: Spark Connect on {spark_master()}, clients on {args.host}:{args.port}, "
           f"web UI on port {args.ui_port}", flush=True)
     os.execve(cmd[0], cmd, server_env())

@@ -46,8 +46,9 @@ def up(generators: bool = False, rate: float | None = None, duration: float | No
     existing_broker = broker.running_broker()
     settings.check_free(([] if existing_broker else ["broker"])
                         + [key for name in CORE if name not in running for key in LISTENS_ON[name]])
-    token = current[JUPYTER].extra["token"] if JUPYTER in running else settings.jupyter_token()
-    connect_token = current[CONNECT].extra["token"] if CONNECT in running else settings.connect_token()
+    token = current[JUPYTER].extra["token"] if JUPYTER in running else settings.token("JUPYTER_TOKEN")
+    connect_token = (current[CONNECT].extra["token"] if CONNECT in running
+                     else settings.token("SPARK_CONNECT_AUTHENTICATE_TOKEN"))  # joinlab.spark.TOKEN_VARIABLE
     (lab_home() / "stack").write_text("native\n")
     started: list[Service] = []
     began = time.monotonic()
@@ -220,7 +221,7 @@ def rows() -> list[tuple[str, str, str, str, str]]:
 
 
 def _memory(pid: int) -> str:
-    size = sum(procs.resident(procs.tree([pid])).values())
+    size = procs.resident(procs.tree([pid]))
     return f"{size / (1 << 30):.1f} GiB" if size >= 1 << 30 else f"{size >> 20} MiB"
 
 

@@ -15,7 +15,11 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+import psutil
+
 from joinlab.config import lab_home
+
+CONNECT = "spark-connect"  # the lab's Spark Connect server, which joinlab.spark finds by its state file
 
 
 class StackError(RuntimeError):
@@ -63,23 +67,19 @@ def names() -> list[str]:
     return sorted(p.stem for p in (lab_home() / "run").glob("*.json"))
 
 
-def _ps(*args: str) -> list[str]:
-    try:
-        return subprocess.run(["ps", *args], capture_output=True, text=True).stdout.splitlines()
-    except FileNotFoundError:
-        raise StackError("the native stack needs the `ps` command (package procps)") from None
-
-
 def is_running(service: Service | None) -> bool:
     """True while the service's PID runs (a zombie does not count) with its marker in its command line."""
-    if service is None:
-        return False
     try:
-        os.kill(service.pid, 0)
-    except (ProcessLookupError, PermissionError):
+        return service is not None and service.marker in " ".join(psutil.Process(service.pid).cmdline())
+    except psutil.Error:  # gone, a zombie (no command line), or not ours to read
         return False
-    lines = _ps("-o", "stat=", "-o", "args=", "-p", str(service.pid))
-    return bool(lines) and not lines[0].lstrip().startswith("Z") and service.marker in lines[0]
+
+
+def running_connect_server() -> tuple[str, str] | None:
+    """(url, token) of the native lab's Connect server while its process runs, else None (never an
+    error: a stale state file must not break a session)."""
+    server = load(CONNECT)
+    return (server.url, server.extra["token"]) if is_running(server) and "token" in server.extra else None
 
 
 def spawn(name: str, cmd: list[str], marker: str, env: dict[str, str], url: str = "",
@@ -97,13 +97,13 @@ def spawn(name: str, cmd: list[str], marker: str, env: dict[str, str], url: str 
     return service
 
 
-def _table() -> dict[int, tuple[int, int, str]]:
-    """pid -> (parent pid, process group, state) for every process."""
+def _table() -> dict[int, tuple[int, int]]:
+    """pid -> (parent pid, process group) for every process but zombies."""
     rows = {}
-    for line in _ps("-A", "-o", "pid=", "-o", "ppid=", "-o", "pgid=", "-o", "stat="):
-        parts = line.split()
-        if len(parts) == 4 and parts[0].isdigit():
-            rows[int(parts[0])] = (int(parts[1]), int(parts[2]), parts[3])
+    for proc in psutil.process_iter(["ppid", "status"]):
+        with suppress(OSError):  # gone meanwhile
+            if proc.info["status"] != psutil.STATUS_ZOMBIE:
+                rows[proc.pid] = (proc.info["ppid"], os.getpgid(proc.pid))
     return rows
 
 
@@ -111,27 +111,25 @@ def tree(pids: list[int]) -> set[int]:
     """`pids`, their process groups and all their descendants, zombies left out."""
     table = _table()
     found = {p for p in pids if p in table}
-    found |= {p for p, (_, pgid, _) in table.items() if pgid in found}
-    while children := {p for p, (ppid, _, _) in table.items() if ppid in found} - found:
+    found |= {p for p, (_, group) in table.items() if group in found}
+    while children := {p for p, (parent, _) in table.items() if parent in found} - found:
         found |= children
-    return {p for p in found if not table[p][2].startswith("Z")}
+    return found
 
 
-def resident(pids: set[int]) -> dict[int, int]:
-    """pid -> resident set size in bytes (`ps -o rss`: KiB on Linux and macOS)."""
-    rows = _ps("-o", "pid=", "-o", "rss=", "-p", ",".join(map(str, pids))) if pids else []
-    return {int(pid): int(kib) * 1024 for pid, kib in (row.split() for row in rows)}
-
-
-def _living(pids: set[int]) -> set[int]:
-    table = _table()
-    return {p for p in pids if p in table and not table[p][2].startswith("Z")}
+def resident(pids: set[int]) -> int:
+    """The resident set size of `pids` together, in bytes (those that still run)."""
+    total = 0
+    for pid in pids:
+        with suppress(psutil.Error):
+            total += psutil.Process(pid).memory_info().rss
+    return total
 
 
 def _wait_gone(pids: set[int], timeout_s: float) -> set[int]:
     """Those of `pids` still alive after up to `timeout_s`."""
     deadline = time.monotonic() + timeout_s
-    while (left := _living(pids)) and time.monotonic() < deadline:
+    while (left := pids & _table().keys()) and time.monotonic() < deadline:
         time.sleep(0.1)
     return left
 
@@ -162,7 +160,7 @@ def stop(services: list[Service], grace_s: float = 15.0) -> None:
     for service in running:
         with suppress(ChildProcessError):
             os.waitpid(service.pid, os.WNOHANG)  # reap, when we are the parent (tests)
-    survivors = sorted(_living(everything))
+    survivors = sorted(everything & _table().keys())
     if survivors:
         raise StackError(f"processes {survivors} survived SIGKILL; check them with "
                          f"`ps -p {','.join(map(str, survivors))}`")

@@ -17,30 +17,24 @@ from pathlib import Path
 
 import joinlab.stack.procs as procs
 from joinlab import class_archive
-from joinlab.config import jvm_env, lab_home
+from joinlab.config import jvm_env, lab_home, spark_home
 from joinlab.lookup.client import health_problem
 from joinlab.lookup.config import token_file
 from joinlab.patterns import module_name
-from joinlab.stack.procs import Service, StackError
+from joinlab.stack.procs import CONNECT, Service, StackError
 from joinlab.stack.settings import HOST, port, setting
 
-MASTER, WORKER, CONNECT, JUPYTER, LOOKUP = "spark-master", "spark-worker", "spark-connect", "jupyter", "lookup"
+MASTER, WORKER, JUPYTER, LOOKUP = "spark-master", "spark-worker", "jupyter", "lookup"
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
 CONNECT_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 
 
-def spark_home() -> str:
-    from pyspark.find_spark_home import _find_spark_home  # what pyspark itself uses
-    return _find_spark_home()
-
-
 def base_env() -> dict[str, str]:
     """Every service: absolute LAB_HOME (JupyterLab runs in notebooks/), this venv first on PATH,
-    executors on this interpreter, Spark bound to loopback."""
-    env = jvm_env()  # Spark's daemons and executors, and the notebooks' drivers, are JVMs
-    env.update(LAB_HOME=str(lab_home()), SPARK_HOME=spark_home(), SPARK_LOCAL_IP=HOST,
-               PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
+    Python workers on this interpreter, Spark bound to loopback."""
+    env = jvm_env()  # Spark's daemons, its server and executors are JVMs
+    env.update(LAB_HOME=str(lab_home()), SPARK_HOME=spark_home(), SPARK_LOCAL_IP=HOST, PYSPARK_PYTHON=sys.executable,
                PATH=os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")]))
     return env
 
@@ -142,8 +136,8 @@ def connect_command(master: str, number: int, ui: int, host: str = HOST) -> list
     half by default, spark.deploy.defaultCores). No token here: it is read from the server's
     environment, never its command line (`ps` shows that to all)."""
     from joinlab.spark import server_conf
-    conf = {**server_conf(master, number, host), "spark.app.name": "stream-join-lab", "spark.cores.max": str(cores()),
-            "spark.ui.port": str(ui), "spark.port.maxRetries": "0"}
+    conf = {**server_conf(master, number, host), "spark.cores.max": str(cores()), "spark.ui.port": str(ui),
+            "spark.port.maxRetries": "0"}
     return [f"{spark_home()}/bin/spark-submit", "--class", CONNECT_CLASS, "--name", "stream-join-lab",
             *[arg for key, value in conf.items() for arg in ("--conf", f"{key}={value}")]]
 
@@ -171,20 +165,6 @@ def connect_answers(url: str, token: str) -> bool:
     except ServerError:
         return True
     raise StackError(f"the Spark Connect server at {url} answers without its token; the lab refuses to run that way")
-
-
-def connect_healthy(server: Service) -> bool:
-    """The native server's check (connect_answers)."""
-    return connect_answers(server.url, server.extra["token"])
-
-
-def running_connect_server() -> tuple[str, str] | None:
-    """(url, token) of the native lab's Connect server while its process runs, else None."""
-    try:
-        server = procs.load(CONNECT)
-        return (server.url, server.extra["token"]) if procs.is_running(server) else None
-    except (StackError, OSError, KeyError):  # never let a stale state file break a session
-        return None
 
 
 # JupyterLab for a room of participants. Defaults (a participant's own settings still win): no
@@ -256,7 +236,8 @@ def start_lookup(bootstrap: str) -> Service:
 HEALTH = {
     MASTER: (lambda master: master_state(master.extra["ui"]).get("status") == "ALIVE", "answering"),
     WORKER: (worker_registered, "registered with the master (ALIVE)"),
-    CONNECT: (connect_healthy, "answering a client with its token (and refusing one without)"),
+    CONNECT: (lambda server: connect_answers(server.url, server.extra["token"]),
+              "answering a client with its token (and refusing one without)"),
     JUPYTER: (jupyter_healthy, "answering /api/status with its token"),
     LOOKUP: (lambda lookup: health_problem(lookup.url, timeout_s=2.0) is None,
              "answering /health, and 401 to a session request without its token"),

@@ -89,16 +89,6 @@ def _suggest(number: int) -> int:
     return next((n for n in range(number + 100, min(number + 200, 65535)) if bindable(n)), 0)
 
 
-def jupyter_token() -> str:
-    """$JUPYTER_TOKEN, else .env's; else a new one, written to .env (created from .env.example, 0600)."""
-    return token("JUPYTER_TOKEN")
-
-
-def connect_token() -> str:
-    """The Spark Connect server's token, as JupyterLab's: $SPARK_CONNECT_AUTHENTICATE_TOKEN, else .env's, else new."""
-    return token("SPARK_CONNECT_AUTHENTICATE_TOKEN")
-
-
 def token(name: str) -> str:
     """$NAME, else .env's NAME; else a new one, written to .env (created from .env.example, 0600)."""
     if value := setting(name, ""):

@@ -6,7 +6,8 @@ import sys
 
 from pyspark.sql import functions as F
 
-from joinlab.spark import read_kafka, session
+from joinlab.job import read_kafka
+from joinlab.spark import session
 
 bootstrap, topic, checkpoint, output, mode = sys.argv[1:6]
 spark = session("source-to-files")

@@ -19,9 +19,9 @@ class TweetViewsProcessor(StatefulProcessor):
         before = self.user.get() if self.user.exists() else NOBODY
         user, changed = before, set()
         for row in rows:
-            if row.kind == "user" and row.version > user[0]:
+            if row.side == "user" and row.version > user[0]:
                 user = (row.version, row.name, row.handle, row.event_time)
-            elif row.kind == "tweet":
+            elif row.side == "tweet":
                 known = self.tweets.getValue((row.tweet_id,))
                 if known is None or row.version > known[0]:
                     self.tweets.updateValue((row.tweet_id,), (row.version, row.text, row.event_time))

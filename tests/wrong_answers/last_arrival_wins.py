@@ -14,17 +14,17 @@ class TweetViewsProcessor(StatefulProcessor):
 
     def handleInputRows(self, key, rows, timerValues):
         rows = list(rows)
-        users = [r for r in rows if r.kind == "user"]
+        users = [r for r in rows if r.side == "user"]
         if users:
             last = users[-1]
             self.user.update((last.version, last.name, last.handle, last.event_time))
         for row in rows:
-            if row.kind == "tweet":
+            if row.side == "tweet":
                 self.tweets.updateValue((row.tweet_id,), (row.version, row.text, row.event_time))
         if not self.user.exists():
             return
         version, name, handle, at = self.user.get()
-        changed = {r.tweet_id for r in rows if r.kind == "tweet"}
+        changed = {r.tweet_id for r in rows if r.side == "tweet"}
         for (tweet_id,), (tweet_version, text, tweet_time) in self.tweets.iterator():
             if users or tweet_id in changed:
                 yield Row(tweet_id=tweet_id, tweet_version=tweet_version, text=text, tweet_time=tweet_time,

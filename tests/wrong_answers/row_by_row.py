@@ -18,12 +18,12 @@ class TweetViewsProcessor(StatefulProcessor):
         stored = list(self.tweets.iterator())  # as the batch began
         for row in rows:
             user = self.user.get() if self.user.exists() else None
-            if row.kind == "user" and (user is None or row.version > user[0]):
+            if row.side == "user" and (user is None or row.version > user[0]):
                 user = (row.version, row.name, row.handle, row.event_time)
                 self.user.update(user)
                 for (tweet_id,), (version, text, at) in stored:
                     yield self._view(key, tweet_id, version, text, at, user)
-            elif row.kind == "tweet":
+            elif row.side == "tweet":
                 known = self.tweets.getValue((row.tweet_id,))
                 if known is None or row.version > known[0]:
                     self.tweets.updateValue((row.tweet_id,), (row.version, row.text, row.event_time))

@@ -18,7 +18,7 @@ class TweetViewsProcessor(StatefulProcessor):
         tweets = self.tweets.setdefault(user_id, {})
         before, changed = self.users.get(user_id), set()
         for row in rows:
-            if row.kind == "user":
+            if row.side == "user":
                 if user_id not in self.users or row.version > self.users[user_id][0]:
                     self.users[user_id] = (row.version, row.name, row.handle, row.event_time)
             elif row.tweet_id not in tweets or row.version > tweets[row.tweet_id][0]:

@@ -14,10 +14,10 @@ class TweetViewsProcessor(StatefulProcessor):
     def handleInputRows(self, key, rows, timerValues):
         rows = list(rows)
         for row in rows:
-            if row.kind == "user" and (not self.user.exists() or row.version > self.user.get()[0]):
+            if row.side == "user" and (not self.user.exists() or row.version > self.user.get()[0]):
                 self.user.update((row.version, row.name, row.handle, row.event_time))
         for row in rows:
-            if row.kind == "tweet" and self.user.exists():
+            if row.side == "tweet" and self.user.exists():
                 version, name, handle, at = self.user.get()
                 yield Row(tweet_id=row.tweet_id, tweet_version=row.version, text=row.text, tweet_time=row.event_time,
                           user_id=row.user_id, user_version=version, name=name, handle=handle, user_time=at)
