@@ -115,9 +115,14 @@ class LookupService:
         self._server: _Server | None = None
 
     @property
+    def port(self) -> int:
+        """The port it listens on (the one the system chose, for port 0)."""
+        return self._server.server_address[1]
+
+    @property
     def url(self) -> str:
         host = HOST if self._host in ("0.0.0.0", "") else self._host
-        return f"http://{host}:{self._server.server_address[1]}"
+        return f"http://{host}:{self.port}"
 
     def start(self) -> "LookupService":
         try:
