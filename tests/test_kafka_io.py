@@ -155,3 +155,34 @@ def test_a_job_on_topics_of_its_own_sees_each_record_under_its_topics_name_and_e
     assert report.ok, report
     assert {r.topic for r in outputs} >= set(job.OUTPUT_TOPICS) - {job.DEAD_LETTERS_TOPIC}
     assert not any("unexpected topic" in (r.value or b"").decode() for r in outputs)
+
+
+def test_a_topic_created_again_with_fewer_partitions_gets_its_records_at_once(spark, bootstrap):
+    """Spark's sink keeps one Kafka producer per set of options and every later write reuses it. A
+    producer that wrote `out` with 5 partitions sends key "1" (murmur2: partition 4) to a partition
+    that is gone once `out` is created again with 3, and the record waits there until its delivery
+    timeout. Between tests the `bootstrap` fixture deletes the topics and closes those producers."""
+    from tests.conftest import close_cached_producers, delete_all_topics
+
+    def write_key_1():
+        (spark.createDataFrame([("1", "v")], "key string, value string").write.format("kafka")
+         .option("kafka.bootstrap.servers", bootstrap).option("topic", "out")
+         .option("kafka.request.timeout.ms", "4000").option("kafka.delivery.timeout.ms", "5000").save())
+
+    create_topics(bootstrap, ["out"], partitions=5)
+    write_key_1()
+    delete_all_topics(bootstrap)
+    close_cached_producers()
+    create_topics(bootstrap, ["out"], partitions=3)
+    failed = _failed_tasks(spark)
+    write_key_1()
+    assert [(r.partition, r.key) for r in read_topics(bootstrap, ["out"])] == [(0, b"1")]
+    assert _failed_tasks(spark) == failed, "the write's task failed: its record expired, and a retry wrote it"
+
+
+def _failed_tasks(spark) -> int:
+    """Tasks of the server's jobs so far that failed (a retry may have written their rows again)."""
+    from joinlab import spark as server
+    tracker = server._embedded_server.sparkContext.statusTracker()
+    stages = [stage for job in tracker.getJobIdsForGroup() for stage in tracker.getJobInfo(job).stageIds]
+    return sum(tracker.getStageInfo(stage).numFailedTasks for stage in stages if tracker.getStageInfo(stage))
