@@ -6,8 +6,9 @@ Three transformWithState stages, each keyed by the id its rule needs:
   3. Draw, keyed by lottery: accepted clicks per 10-second window; when the watermark passes the
      window's end, the seeded draw names the winner (here: it is given, in the exercise too).
 
-Every stage emits one row shape (FLOW, joinlab.flow); rows a stage does not own (entity "pass":
-rejections) go through it unchanged, so the query has one input and one output and each stage one input.
+Every stage emits one row shape (FLOW, joinlab.stages.Flow); rows a stage does not own (entity
+"pass": rejections) go through it unchanged, so the query has one input and one output and each
+stage one input.
 """
 from __future__ import annotations
 
@@ -18,8 +19,8 @@ from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
 from jobs.lottery.rules import WINDOW_US, draw, message, window_start
 from joinlab.events import timer_ms
-from joinlab.flow import Flow
 from joinlab.named_state import KeyState, grouping_key  # noqa: F401 (grouping_key: for the solution and exercise)
+from joinlab.stages import Flow
 
 EVENT, ENTRY, REJECTION, WINNER = "event", "entry", "rejection", "winner"
 LOTTERY, USER, PASS = "lottery", "user", "pass"

@@ -11,8 +11,8 @@ Two transformWithState stages, each keyed by the id its join needs:
      first of its type, the old first is re-emitted unflagged; a late user update re-emits the
      already decided transactions it changes (those still remembered: the dedup horizon).
 
-Every stage emits one row shape (FLOW, joinlab.flow). Rows a stage does not own go through it
-unchanged: users through stage 1, dead letters through stage 2.
+Every stage emits one row shape (FLOW, joinlab.stages.Flow). Rows a stage does not own go through
+it unchanged: users through stage 1, dead letters through stage 2.
 """
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
 from jobs.money_enrichment.rules import Settings, tx_order, user_as_of, user_version_key
 from joinlab.events import timer_ms
-from joinlab.flow import Flow
 from joinlab.named_state import KeyState, grouping_key
+from joinlab.stages import Flow
 
 SESSION, USER, PASS = "session", "user", "pass"        # entities: what a row is keyed by
 TX, USER_UPDATE, SESSION_START = "tx", "user", "session"  # input kinds
