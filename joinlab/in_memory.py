@@ -70,7 +70,7 @@ def step(tester: TwsTester, stage: Stage, rows: list[Row], watermark: int | None
     chained stage's out_time) is behind the previous batch's watermark are dropped; the input is
     handled key by key (in the order the keys first came) with the batch's watermark in its
     TimerValues; then the timers due by that watermark fire, those the input just registered too.
-    With `timers`, the one place that reaches into TwsTester's private fields: it has no public way to move the
+    The one place that reaches into TwsTester's private fields: it has no public way to move the
     watermark without firing timers before the input, and its handle refuses a timer the batch's
     watermark already passed (Spark fires it after the input), so the handle's watermark moves last."""
     def key(r):
@@ -85,11 +85,6 @@ def step(tester: TwsTester, stage: Stage, rows: list[Row], watermark: int | None
     out = feed(tester, rows, key)
     tester.handle.setWatermark(tester._currentWatermarkMs)
     return out + tester._handleExpiredTimers()
-
-
-def timers(tester: TwsTester, key) -> list[int]:
-    """The timers a stage's key has registered (TwsTester shows them only to its handle)."""
-    return list(tester.handle._timers.listTimers(key))
 
 
 def restart(pipeline) -> None:

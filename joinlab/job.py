@@ -44,13 +44,6 @@ def read_kafka(spark, bootstrap: str, topics: list[str], starting: str = "earlie
     return reader.load()
 
 
-def read_kafka_batch(spark, bootstrap: str, topics: list[str]) -> DataFrame:
-    """Everything currently in `topics`, as a batch DataFrame."""
-    return (spark.read.format("kafka").option("kafka.bootstrap.servers", bootstrap)
-            .option("subscribe", ",".join(topics)).option("startingOffsets", "earliest")
-            .option("endingOffsets", "latest").load())
-
-
 def kafka_sink(df: DataFrame, bootstrap: str, checkpoint: str) -> DataStreamWriter:
     """A writeStream to Kafka; rows carry `topic`, `key`, `value`."""
     return (df.writeStream.format("kafka")

@@ -75,10 +75,10 @@ def run_stage_alone(spark, job: ModuleType, bootstrap: str, work: Path, label: s
     """The job's own build() on the records its topics hold now, read from Parquet files of
     STEADY_PER_TRIGGER records each (one file per trigger, in arrival order), to a noop sink."""
     import pyarrow.parquet as pq
-    from joinlab.job import read_kafka_batch
-    from joinlab.spark_rows import KAFKA_COLUMNS
-    records = (read_kafka_batch(spark, bootstrap, job.INPUT_TOPICS).select(*KAFKA_COLUMNS.fieldNames())
-               .orderBy("timestamp", "topic", "partition", "offset").toArrow())
+    from tests.spark_rows import KAFKA_COLUMNS
+    records = (spark.read.format("kafka").option("kafka.bootstrap.servers", bootstrap)
+               .option("subscribe", ",".join(job.INPUT_TOPICS)).load()  # earliest to latest: what is there now
+               .select(*KAFKA_COLUMNS.fieldNames()).orderBy("timestamp", "topic", "partition", "offset").toArrow())
     files = work / "files"
     files.mkdir(parents=True, exist_ok=True)
     sizes = []

@@ -9,7 +9,7 @@ import pytest
 
 from generators.car_pollution import generate
 from joinlab.generate import Disorder
-from jobs.car_pollution.job import ADD, ARRIVALS, DEL, arrival_row, reading_row
+from jobs.car_pollution.job import ADD, ARRIVALS, DEL, READINGS, event_row
 from jobs.car_pollution.job import InMemory as Pipeline
 from references import car_pollution as reference
 
@@ -17,11 +17,14 @@ T = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
 
 def arrival(car, zone, seq, fuel=50.0, at=T, plate=None):
-    return arrival_row(car, zone, seq, fuel, at, plate)
+    """A car's arrival as stage 1 gets it."""
+    return event_row(ARRIVALS, {"car_id": car, "plate": plate or f"P-{car}", "to_zone_id": zone,
+                                "fuel_level": fuel, "seq": seq, "event_time": at})
 
 
 def reading(zone, seq, level, at=T):
-    return reading_row(zone, seq, level, at)
+    """A zone's reading as stage 1 gets it."""
+    return event_row(READINGS, {"zone_id": zone, "pollution_level": level, "seq": seq, "event_time": at})
 
 
 def cars_of(views, op=ADD):

@@ -6,7 +6,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from joinlab.patterns import PATTERNS
-from joinlab.job import read_kafka, read_kafka_batch
+from joinlab.job import read_kafka
 from joinlab.status import as_dict
 from joinlab.topics import create_topics, producer, read_topics
 
@@ -24,7 +24,7 @@ def produce(bootstrap, topic, n, partitions=3, headers=False):
 
 def test_batch_read_has_the_official_columns_and_every_record(spark, bootstrap):
     produce(bootstrap, "in", 2500)
-    df = read_kafka_batch(spark, bootstrap, ["in"])
+    df = spark.read.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("subscribe", "in").load()
     assert df.columns == ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"]
     rows = df.select("partition", "offset", F.col("value").cast("string").alias("v")).collect()
     assert len(rows) == 2500

@@ -16,12 +16,17 @@ from jobs.lottery.job import event_row as stage_row
 from jobs.lottery.rules import (ALREADY_STARTED, BOUGHT, CLICKED, INACTIVE, LATE, NO_COUPON, NON_POSITIVE, STARTED,
                                 Settings, draw, settings)
 from jobs.lottery.given import LOTTERY, REJECTION, USER, WINNER
-from joinlab.in_memory import timers
 from joinlab.config import duration_ms
 from joinlab.events import micros, moment, validate
 from joinlab.generate import Disorder, Record, arrive_first
 from references import lottery as reference
 from tests.conftest import random_batches
+
+
+def timers(tester, key) -> list[int]:
+    """The timers a stage's key has registered (TwsTester shows them only to its handle)."""
+    return list(tester.handle._timers.listTimers(key))
+
 
 SEED, DELAY_MS = 7, 10_000
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)

@@ -9,7 +9,6 @@ a consumer reads it, and the stages in memory. The row contract is given.py.
 from __future__ import annotations
 
 import json
-from datetime import datetime
 from types import ModuleType
 
 from pyspark.sql import DataFrame, Row
@@ -110,17 +109,6 @@ def event_row(schema: EventSchema, event: dict) -> Row:
     """One valid event as stage 1 gets it, keyed by ROUTES."""
     fields = routed(ROUTES, schema, event, EVENT_COLUMNS, KEY)
     return Row(**dict(fields, event_time=moment(micros(event["event_time"]))))
-
-
-def arrival_row(car: int, zone: int, seq: int, fuel: float, at: datetime, plate: str | None = None) -> Row:
-    """A car's arrival as stage 1 gets it."""
-    return event_row(ARRIVALS, {"car_id": car, "plate": plate or f"P-{car}", "to_zone_id": zone,
-                                "fuel_level": fuel, "seq": seq, "event_time": at})
-
-
-def reading_row(zone: int, seq: int, level: float, at: datetime) -> Row:
-    """A zone's reading as stage 1 gets it."""
-    return event_row(READINGS, {"zone_id": zone, "pollution_level": level, "seq": seq, "event_time": at})
 
 
 class InMemory(Chain):

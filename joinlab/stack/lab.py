@@ -36,7 +36,7 @@ def _report(name: str, pid: int, was_running: bool) -> None:
     print(f"  {name:<19}{'already running' if was_running else 'started'} (pid {pid})")
 
 
-def up(generators: bool = False, rate: float | None = None, duration: float | None = None) -> int:
+def up(generators: bool = False) -> int:
     timeout_s = float(settings.setting("LAB_UP_TIMEOUT", "180"))
     current = {name: procs.load(name) for name in CORE}
     running = {name for name, service in current.items() if procs.is_running(service)}
@@ -88,7 +88,7 @@ def up(generators: bool = False, rate: float | None = None, duration: float | No
                 if procs.is_running(existing):
                     _report(existing.name, existing.pid, True)
                 else:
-                    started.append(generate(pattern, rate, duration=duration))
+                    started.append(generate(pattern))
     except BaseException:
         procs.stop(started)
         if not existing_broker:  # the broker this call started
