@@ -7,13 +7,13 @@ keys and wires the stages and writes the output; stage 2 (UserEnrich in jobs/mon
 adds the user as of the transaction's time and flags the first transaction of each type; the last
 step asks the session lookup service for the session of every transaction you send it.
 
-SessionJoin(config) runs in event-time mode, grouped by (entity, entity_key): ("session",
+SessionJoin(config) runs in event-time mode, grouped by (entity, entity_id): ("session",
 session_id) for transactions and SessionStarted, ("user", str(user_id)) for UserUpdated. `config`
 is a Settings (jobs/money_enrichment/rules.py): watermark_delay_ms, session_duration_ms (2 min),
 wait_limit_ms (30 s), dedup_horizon_ms (10 min). Input rows have the columns
 EVENT_COLUMNS (given.py):
 
-    entity, entity_key, kind (TX, SESSION_START or USER_UPDATE), tx_id, user_id, session_id,
+    entity, entity_id, kind (TX, SESSION_START or USER_UPDATE), tx_id, user_id, session_id,
     amount, currency, type, t_us (event time, microseconds), src_partition, src_offset,
     country, device (a session's), name, segment, version (a user's)
 

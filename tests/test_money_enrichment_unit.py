@@ -49,17 +49,17 @@ def row(**fields) -> Row:
 
 
 def tx(tx_id, user, session, s, kind="payment", amount=10.0) -> Row:
-    return row(entity=SESSION, entity_key=session, kind=TX, tx_id=tx_id, user_id=user, session_id=session,
+    return row(entity=SESSION, entity_id=session, kind=TX, tx_id=tx_id, user_id=user, session_id=session,
                amount=amount, currency="EUR", type=kind, t_us=at(s))
 
 
 def start(session, user, s, country="PL", device="ios") -> Row:
-    return row(entity=SESSION, entity_key=session, kind=SESSION_START, session_id=session, user_id=user,
+    return row(entity=SESSION, entity_id=session, kind=SESSION_START, session_id=session, user_id=user,
                country=country, device=device, t_us=at(s))
 
 
 def update(user, version, s, segment="gold", name="Ada", country="PL") -> Row:
-    return row(entity=USER, entity_key=str(user), kind=USER_UPDATE, user_id=user, name=name, country=country,
+    return row(entity=USER, entity_id=str(user), kind=USER_UPDATE, user_id=user, name=name, country=country,
                segment=segment, version=version, t_us=at(s))
 
 
@@ -215,7 +215,7 @@ def test_a_late_user_update_re_emits_the_decided_transactions_it_changes():
 
 
 def test_initial_state_from_a_users_snapshot_enriches_before_any_user_update_is_read():
-    snapshot = [Row(entity=USER, entity_key="1", user_id=1, t_us=at(-3600), name="Old", country="SE",
+    snapshot = [Row(entity=USER, entity_id="1", user_id=1, t_us=at(-3600), name="Old", country="SE",
                     segment="legacy", version=7)]
     p = Pipeline(users=snapshot)
     p.batch([start("s1", 1, 0), tx("t1", 1, "s1", 5)], watermark=ms(0) - 1)

@@ -47,17 +47,17 @@ class Tx(NamedTuple):
 TX_FIELDS = list(Tx._fields)
 SESSION_FIELDS = ["session_country", "session_device", "session_start_us"]
 USER_FIELDS = ["user_name", "user_country", "user_segment", "user_version"]
-KEY = ("entity", "entity_key")  # every stage groups by the rows' own (entity, key)
+KEY = ("entity", "entity_id")  # every stage groups by the rows' own (entity, id)
 # The input of stage 1: one valid event, routed by KEY; a session's or user's own fields come in country,
 # device, name, segment and version.
-EVENT_COLUMNS = ["entity", "entity_key", "kind", *TX_FIELDS, "country", "device", "name", "segment", "version"]
-FLOW = ("entity string, entity_key string, kind string, out_time timestamp, tx_id string, user_id bigint, "
+EVENT_COLUMNS = ["entity", "entity_id", "kind", *TX_FIELDS, "country", "device", "name", "segment", "version"]
+FLOW = ("entity string, entity_id string, kind string, out_time timestamp, tx_id string, user_id bigint, "
         "session_id string, amount double, currency string, type string, t_us bigint, src_partition bigint, "
         "src_offset bigint, country string, device string, name string, segment string, version bigint, "
         "session_country string, session_device string, session_start_us bigint, user_name string, "
         "user_country string, user_segment string, user_version bigint, first_of_type boolean, "
-        "enriched_by string, reason string, source_topic string")
-flow = Flow(FLOW, KEY)  # flow(kind, entity, entity_key, watermark_ms, **fields) -> Row
+        "enriched_by string, reason string, source_kind string")
+flow = Flow(FLOW, KEY)  # flow(kind, entity, entity_id, watermark_ms, **fields) -> Row
 
 
 USER_SCHEMA = "t_us bigint, name string, country string, segment string"  # keyed by version
@@ -68,9 +68,9 @@ def pick(row, names: list[str]) -> dict:
 
 
 def dead(fields: dict, source: str, reason: str, watermark_ms: int) -> Row:
-    """A dead letter of the event `fields` (read from topic kind `source`) with its reason."""
+    """A dead letter of the event `fields` (of the input kind `source`: TX or SESSION_START) with its reason."""
     key = fields.get("tx_id") or fields.get("session_id")
-    return flow(DEAD, PASS, key, watermark_ms, reason=reason, source_topic=source, **fields)
+    return flow(DEAD, PASS, key, watermark_ms, reason=reason, source_kind=source, **fields)
 
 
 CLEANUP_GRID_MS = 60_000  # clean-ups are rounded up to whole minutes, so a key's ids leave together

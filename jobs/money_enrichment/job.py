@@ -82,7 +82,7 @@ def keyed(events: DataFrame, config: Settings) -> DataFrame:
     kind = F.lit(None)
     for topic, name in KINDS.items():
         kind = F.when(F.col("topic") == topic, name).otherwise(kind)
-    return timed.select("entity", "entity_key",  # the key ROUTES gave them
+    return timed.select("entity", "entity_id",  # the key ROUTES gave them
                         kind.alias("kind"), "tx_id", "user_id", "session_id", "amount",
                         "currency", "type", F.unix_micros("event_time").alias("t_us"),
                         F.col("source_partition").cast("bigint").alias("src_partition"),
@@ -111,7 +111,7 @@ def users_snapshot(spark, path: str) -> DataFrame:
                 raise ValueError(f"{path}:{number}: not a valid UserUpdated event ({reason})")
             rows.append((USER, str(event["user_id"]), event["user_id"], micros(event["event_time"]), event["name"],
                          event["country"], event["segment"], event["version"]))
-    return spark.createDataFrame(rows, "entity string, entity_key string, user_id bigint, t_us bigint, name string, "
+    return spark.createDataFrame(rows, "entity string, entity_id string, user_id bigint, t_us bigint, name string, "
                                        "country string, segment string, version bigint")
 
 
@@ -124,17 +124,17 @@ def to_kafka_rows(flows: DataFrame) -> DataFrame:
         F.timestamp_micros("t_us").alias("event_time"), "session_country", "session_device",
         F.timestamp_micros("session_start_us").alias("session_started_at"), "user_name", "user_country",
         "user_segment", "user_version", "first_of_type", "enriched_by"), {"ignoreNullFields": "false"})
-    source = F.when(F.col("source_topic") == SESSION_START, SESSIONS_TOPIC).otherwise(TRANSACTIONS_TOPIC)
+    source = F.when(F.col("source_kind") == SESSION_START, SESSIONS_TOPIC).otherwise(TRANSACTIONS_TOPIC)
     event = F.to_json(F.struct("tx_id", "session_id", "user_id", "amount", "currency", "type", "country", "device",
                                F.timestamp_micros("t_us").alias("event_time")))
     letter = F.to_json(F.struct(F.lit("money-enrichment").alias("job"), "reason", source.alias("source_topic"),
                                 F.col("src_partition").alias("source_partition"),
-                                F.col("src_offset").alias("source_offset"), F.col("entity_key").alias("key"),
+                                F.col("src_offset").alias("source_offset"), F.col("entity_id").alias("key"),
                                 event.alias("value")))
     is_enriched = F.col("kind") == ENRICHED
     return flows.where(F.col("kind").isin(ENRICHED, DEAD)).select(
         F.when(is_enriched, ENRICHED_TOPIC).otherwise(DEAD_LETTERS_TOPIC).alias("topic"),
-        F.when(is_enriched, F.col("tx_id")).otherwise(F.col("entity_key")).alias("key"),
+        F.when(is_enriched, F.col("tx_id")).otherwise(F.col("entity_id")).alias("key"),
         F.when(is_enriched, enriched).otherwise(letter).alias("value"))
 
 
@@ -235,7 +235,7 @@ class InMemory(Chain):
     @staticmethod
     def dead_letters(out: list[dict]) -> dict:
         """tx_id (or session_id) -> the reason of its last dead letter."""
-        return {r["entity_key"]: r["reason"] for r in out if r["kind"] == DEAD}
+        return {r["entity_id"]: r["reason"] for r in out if r["kind"] == DEAD}
 
     @staticmethod
     def views(out: list[dict]) -> dict:

@@ -25,8 +25,8 @@ def fill(row: dict, result) -> dict:
     """The row with its session's fields, or a dead letter saying why there are none."""
     session = result.session
     if session is None:
-        return dict(row, kind=DEAD, entity=PASS, entity_key=row["tx_id"], reason=result.error or "lookup failed",
-                    source_topic=TX)
+        return dict(row, kind=DEAD, entity=PASS, entity_id=row["tx_id"], reason=result.error or "lookup failed",
+                    source_kind=TX)
     return dict(row, session_country=session["country"], session_device=session["device"],
                 session_start_us=micros(session["event_time"]))
 
