@@ -14,16 +14,18 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from jobs.ad_clicks.given import ATTRIBUTION, DELAY
+
 
 def with_watermarks(impressions: DataFrame, clicks: DataFrame) -> tuple[DataFrame, DataFrame]:
-    """Each side with its event-time watermark: 10 seconds behind the newest event time seen on it."""
-    return (impressions.withWatermark("impression_time", "10 seconds"),
-            clicks.withWatermark("click_time", "10 seconds"))
+    """Each side with its event-time watermark: DELAY behind the newest event time seen on it."""
+    delay = f"{DELAY.total_seconds():.0f} seconds"
+    return impressions.withWatermark("impression_time", delay), clicks.withWatermark("click_time", delay)
 
 
 def join_condition(impressions: DataFrame, clicks: DataFrame) -> Column:
-    """A click of this impression, within a minute after it (both ends included): the range that
+    """A click of this impression, within ATTRIBUTION after it (both ends included): the range that
     lets Spark drop an impression's state, and emit it unclicked, once the watermark passes it."""
-    return F.expr("""click_impression_id = impression_id AND
-                     click_time >= impression_time AND
-                     click_time <= impression_time + INTERVAL 1 MINUTE""")
+    impression_time = F.col("impression_time")
+    return ((F.col("click_impression_id") == F.col("impression_id"))
+            & F.col("click_time").between(impression_time, impression_time + F.lit(ATTRIBUTION)))
