@@ -56,15 +56,14 @@ def kafka(tmp_path_factory):
 
 @pytest.fixture
 def bootstrap(kafka):
-    """The session's broker, with every topic of earlier tests deleted, and no Kafka producer of
-    theirs left on the session's server."""
+    """The session's broker, with every topic of earlier tests deleted."""
     delete_all_topics(kafka.bootstrap_servers)
-    close_cached_producers()
     return kafka.bootstrap_servers
 
 
 def delete_all_topics(bootstrap: str, timeout_s: float = 60) -> None:
-    """Delete every topic but Kafka's own and wait until the broker lists none of them."""
+    """Delete every topic but Kafka's own and wait until the broker lists none of them; then close
+    the Kafka producers that wrote them (close_cached_producers)."""
     from kafka import KafkaAdminClient
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
 
@@ -81,6 +80,7 @@ def delete_all_topics(bootstrap: str, timeout_s: float = 60) -> None:
                                  f"started that still run: {children_of_this_process()}") from None
     finally:
         admin.close()
+    close_cached_producers()
 
 
 def close_cached_producers() -> None:

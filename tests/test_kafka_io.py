@@ -161,8 +161,8 @@ def test_a_topic_created_again_with_fewer_partitions_gets_its_records_at_once(sp
     """Spark's sink keeps one Kafka producer per set of options and every later write reuses it. A
     producer that wrote `out` with 5 partitions sends key "1" (murmur2: partition 4) to a partition
     that is gone once `out` is created again with 3, and the record waits there until its delivery
-    timeout. Between tests the `bootstrap` fixture deletes the topics and closes those producers."""
-    from tests.conftest import close_cached_producers, delete_all_topics
+    timeout. Between tests, deleting the topics (`bootstrap`, delete_all_topics) closes those producers."""
+    from tests.conftest import delete_all_topics
 
     def write_key_1():
         (spark.createDataFrame([("1", "v")], "key string, value string").write.format("kafka")
@@ -171,16 +171,15 @@ def test_a_topic_created_again_with_fewer_partitions_gets_its_records_at_once(sp
 
     create_topics(bootstrap, ["out"], partitions=5)
     write_key_1()
-    delete_all_topics(bootstrap)
-    close_cached_producers()
+    delete_all_topics(bootstrap)  # and the producers that wrote them
     create_topics(bootstrap, ["out"], partitions=3)
-    failed = _failed_tasks(spark)
+    failed = _failed_tasks()
     write_key_1()
     assert [(r.partition, r.key) for r in read_topics(bootstrap, ["out"])] == [(0, b"1")]
-    assert _failed_tasks(spark) == failed, "the write's task failed: its record expired, and a retry wrote it"
+    assert _failed_tasks() == failed, "the write's task failed: its record expired, and a retry wrote it"
 
 
-def _failed_tasks(spark) -> int:
+def _failed_tasks() -> int:
     """Tasks of the server's jobs so far that failed (a retry may have written their rows again)."""
     from joinlab import spark as server
     tracker = server._embedded_server.sparkContext.statusTracker()
