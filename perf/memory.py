@@ -10,7 +10,8 @@
 Native: the processes are the services' process trees (executors and their Python workers under
 the worker, kernels and their drivers under JupyterLab) and the job's own; the figures are the sum
 of their RSS (pages two processes share, e.g. forked Python workers', count twice: an upper bound)
-and of their PSS (shared pages split between their processes: what the machine pays), from /proc.
+and of their PSS (shared pages split between their processes: what the machine pays), from /proc; a
+child that shares its parent's address space (a JVM's spawn before its exec) is its parent's memory.
 Compose: each container's memory as `docker stats` reports it (its cgroup's, page cache left out).
 A phase's figure is the largest total sampled while its jobs commit micro-batches (JVMs grow as they
 work). The budget is on the PSS: tests/test_lab_stack.py runs the native phases on its stack and
@@ -19,7 +20,11 @@ fails when (c)'s exceeds BUDGET.
 from __future__ import annotations
 
 import argparse
+import ctypes
+import errno
 import json
+import os
+import platform
 import re
 import secrets
 import subprocess
@@ -27,9 +32,11 @@ import sys
 import tempfile
 import time
 import uuid
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from types import SimpleNamespace
+
+import psutil
 
 from joinlab.stack import procs
 from tests import test_lab_stack as stack_tests
@@ -94,12 +101,39 @@ def command_line(pid: int) -> str:
         return ""
 
 
+_LIBC = ctypes.CDLL(None, use_errno=True)
+_KCMP = {"x86_64": 312, "aarch64": 272}[platform.machine()]  # kcmp(2)'s syscall number
+
+
+def same_memory(pid: int, other: int) -> bool:
+    """Whether two processes share one address space (kcmp(2), KCMP_VM); False when either is gone."""
+    found = _LIBC.syscall(_KCMP, pid, other, 1, 0, 0)
+    if found < 0 and ctypes.get_errno() != errno.ESRCH:
+        raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+    return found == 0
+
+
+def own_memory(pids: set[int]) -> set[int]:
+    """`pids` without those that share their parent's address space: a JVM starting a process
+    (posix_spawn, a vfork) has, until the child's exec, a child with the JVM's command line whose
+    /proc sizes are the JVM's own, so that counting it would count the JVM twice."""
+    kept = set()
+    for pid in pids:
+        with suppress(psutil.Error):
+            parent = psutil.Process(pid).ppid()
+            if parent in pids and same_memory(parent, pid):
+                continue
+        kept.add(pid)
+    return kept
+
+
 def processes(home: Path, extra: dict[str, int] | None = None) -> list[tuple[str, int, str, int, int]]:
-    """Every process of the lab once: ('service part', pid, command line, RSS, PSS), sizes in bytes."""
+    """Every process of the lab once, each address space once: ('service part', pid, command line,
+    RSS, PSS), sizes in bytes."""
     rows = []
     seen: set[int] = set()
     for name, pid in sorted(leaders(home, extra).items()):
-        pids = procs.tree([pid]) - seen
+        pids = own_memory(procs.tree([pid])) - seen
         seen |= pids
         for p in sorted(pids):
             cmd, (rss, pss) = command_line(p), _sizes(p)

@@ -489,7 +489,7 @@ class MemoryWatch:
         return extra
 
     def _watch(self) -> None:
-        from perf.memory import leaders, processes, summed, total
+        from perf.memory import leaders, own_memory, processes, summed, total
         archive = str(class_archive.path())
         while not self.done.wait(1.0):
             rows = processes(self.stack.home, self._extra())
@@ -499,7 +499,7 @@ class MemoryWatch:
             for client in self._extra().values():
                 for pid in java_children(client):
                     self.client_jvms[pid] = _cmdline(pid).replace("\0", " ")[:300]
-            for pid in procs.tree(list(leaders(self.stack.home, self._extra()).values())):
+            for pid in own_memory(procs.tree(list(leaders(self.stack.home, self._extra()).values()))):
                 command = _cmdline(pid)
                 what = SPARK_JVM.search(command)
                 # a JVM of Spark's (not spark-class's shell, nor its launcher that writes the java command), on the
@@ -530,10 +530,10 @@ class MemoryWatch:
 
     def check(self) -> None:
         from joinlab.spark import CLUSTER_DRIVER_OPTIONS
-        from perf.memory import BUDGET, gib, markdown, total
+        from perf.memory import BUDGET, gib, markdown, own_memory, total
         assert not self.client_jvms, f"a client (the terminal job, the notebook's kernel) ran a JVM: {self.client_jvms}"
         server = json.loads((self.stack.home / "run" / "spark-connect.json").read_text())["pid"]
-        drivers = [p for p in procs.tree([server]) if "SparkSubmit" in _cmdline(p)
+        drivers = [p for p in own_memory(procs.tree([server])) if "SparkSubmit" in _cmdline(p)
                    and Path(_cmdline(p).split("\0")[0]).name == "java"]
         assert len(drivers) == 1 and CLUSTER_DRIVER_OPTIONS in _cmdline(drivers[0]).replace("\0", " "), \
             "the Connect server's driver JVM runs without the cluster driver's options"

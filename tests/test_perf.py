@@ -1,5 +1,8 @@
 """The studies in perf/ still run: the cheap ones on a few events (the Spark ones, perf.ablation and
 perf.stages, are run by hand: perf/README.md), and the tables they print add up."""
+import os
+import signal
+
 from perf.bench.batches import BatchStats
 
 
@@ -89,3 +92,35 @@ def test_the_archive_study_sums_each_kind_of_pause_once_from_a_gc_log():
 [7.301s][info][gc,metaspace   ] GC(16) Metaspace: 58291K(60096K)->58291K(60096K)"""
     assert gc_summary(log) == {"Pause Full (Metadata GC Threshold)": (1, 87.719),
                                "Pause Young (Allocation Failure)": (2, 20.0)}
+
+
+SHARER = """
+import ctypes, os, signal
+libc = ctypes.CDLL(None)
+libc.clone.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]
+stack = ctypes.create_string_buffer(1 << 16)
+# a child in the parent's address space (CLONE_VM), as a JVM's posix_spawn has one until its exec
+shared = libc.clone(ctypes.cast(libc.pause, ctypes.c_void_p), ctypes.addressof(stack) + (1 << 16),
+                    0x100 | signal.SIGCHLD, None)
+forked = os.fork()
+if forked == 0:
+    signal.pause()
+print(shared, forked, flush=True)
+signal.pause()
+"""
+
+
+def test_the_memory_study_counts_a_child_in_its_parent_s_address_space_once_and_a_forked_child_apart(tmp_path):
+    import subprocess
+    import sys
+
+    from perf.memory import processes
+    parent = subprocess.Popen([sys.executable, "-c", SHARER], stdout=subprocess.PIPE, text=True,
+                              start_new_session=True)
+    try:
+        shared, forked = map(int, parent.stdout.readline().split())
+        counted = {pid for _, pid, _, _, _ in processes(tmp_path, {"sharer": parent.pid})}
+        assert counted == {parent.pid, forked}, (counted, shared)
+    finally:
+        os.killpg(parent.pid, signal.SIGKILL)
+        parent.wait(timeout=10)
