@@ -12,7 +12,8 @@ SOLUTION ?=
 HIDDEN ?=
 SERVICE ?=
 GENERATORS ?=
-NATIVE_FLAGS = $(if $(filter-out 0 no false,$(GENERATORS)),--generators)
+ROOM ?=
+NATIVE_FLAGS = $(if $(filter-out 0 no false,$(GENERATORS)),--generators) $(if $(filter-out 0 no false,$(ROOM)),--room)
 
 .DEFAULT_GOAL := help
 .PHONY: help install check-java demo test check soak bench broker-start broker-stop broker-status verify \
@@ -75,8 +76,9 @@ broker-status: install ## Show whether the embedded broker runs, where, and its 
 verify: install ## Verify PATTERN's output topic against its batch reference
 	$(LAB) verify $(PATTERN)
 
-up: install ## Start the lab: Docker Compose if usable (Compose v2, base images here or pullable; ARGS="--scale spark-worker=2"), else up-native
-	@bash scripts/compose-up.sh $(ARGS); status=$$?; \
+up: install ## Start the lab: Docker Compose if usable (Compose v2, base images here or pullable; ARGS="--scale spark-worker=2"), else up-native; ROOM=1: the native lab with JupyterHub in front, for a workshop (as root)
+	@if [ -n "$(filter-out 0 no false,$(ROOM))" ]; then bash scripts/check-java.sh && exec $(LAB) lab up $(NATIVE_FLAGS); fi; \
+	bash scripts/compose-up.sh $(ARGS); status=$$?; \
 	if [ $$status -eq 0 ]; then mkdir -p "$${LAB_HOME:-.lab}" && echo compose > "$${LAB_HOME:-.lab}/stack"; \
 	elif [ $$status -eq 3 ]; then echo "make up: falling back to the same lab as local processes (make up-native)"; \
 		bash scripts/check-java.sh && $(LAB) lab up $(NATIVE_FLAGS); \

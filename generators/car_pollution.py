@@ -13,14 +13,17 @@ the original's byte-ordered range scan. Arrivals are keyed by car id, readings b
 from __future__ import annotations
 
 import argparse
+import math
 import random
+from array import array
+from collections.abc import Iterator
 from datetime import timedelta
 
 from faker import Faker
 
 from jobs.car_pollution.job import ARRIVALS, ARRIVALS_TOPIC, INPUT_TOPICS, READINGS, READINGS_TOPIC
-from joinlab.generate import (START, Disorder, Event, Record, add_generator_args, arrange, check_generator_args,
-                              disorder_from_args, iso, produce)
+from joinlab.generate import (START, Disorder, Event, Record, Records, add_generator_args, arrange, arranged,
+                              check_generator_args, disorder_from_args, iso, produce)
 
 SCHEMAS = {ARRIVALS_TOPIC: ARRIVALS, READINGS_TOPIC: READINGS}
 
@@ -41,42 +44,60 @@ def _sizes(count: int, cars: int | None, zones: int | None, readings: float) -> 
     return n_cars, n_zones, n_readings
 
 
-def _events(seed: int, count: int, cars: int | None, zones: int | None, readings: float, same_zone: float,
-            rate: float) -> list[Event]:
-    n_cars, n_zones, n_readings = _sizes(count, cars, zones, readings)
+def _events(seed: int, count: int, sizes: tuple[int, int, int], same_zone: float, rate: float) -> Iterator[Event]:
+    """The events in event-time order, made one by one; what is kept is per car and per zone."""
+    n_cars, n_zones, n_readings = sizes
     rng, fake = random.Random(seed), Faker("en_US")
     fake.seed_instance(seed)
     plates = [fake.unique.license_plate() for _ in range(n_cars)]
-    slots = ["car"] * (count - n_readings) + ["zone"] * n_readings
+    fake.unique.clear()  # every plate is drawn: Faker need not remember them
+    slots = bytearray(count - n_readings) + b"\x01" * n_readings  # 0: a car event, 1: a zone reading
     rng.shuffle(slots)
-    first_arrivals = list(range(n_cars))
+    first_arrivals = array("q", range(n_cars))
     rng.shuffle(first_arrivals)  # every car arrives once before any car moves again
-    where: dict[int, int] = {}
-    fuel: dict[int, float] = {}
+    where = array("q", bytes(8 * n_cars))  # each car's zone (0: not arrived yet)
+    fuel = array("d", [math.nan]) * n_cars  # each car's fuel level (nan: not arrived yet)
+    car_seq, zone_seq = array("q", bytes(8 * n_cars)), array("q", bytes(8 * (n_zones + 1)))
     pollution: dict[int, float] = {}
-    seqs: dict[tuple[str, int], int] = {}
-    events = []
     for i, slot in enumerate(slots):
         at = START + timedelta(seconds=i / rate)
-        if slot == "zone":
+        if slot:
             zone = rng.randint(1, n_zones)
             pollution[zone] = round(min(500.0, max(0.0, pollution.get(zone, rng.uniform(20, 200)) + rng.gauss(0, 25))), 1)
-            seq = seqs[("zone", zone)] = seqs.get(("zone", zone), 0) + 1
-            body = {"zone_id": zone, "pollution_level": pollution[zone], "seq": seq, "event_time": iso(at)}
-            events.append(Event(READINGS_TOPIC, zone, body, at))
+            zone_seq[zone] += 1
+            body = {"zone_id": zone, "pollution_level": pollution[zone], "seq": zone_seq[zone], "event_time": iso(at)}
+            yield Event(READINGS_TOPIC, zone, body, at)
             continue
         car = first_arrivals.pop() if first_arrivals else rng.randrange(n_cars)
-        if car in where and rng.random() < same_zone:
+        if where[car] and rng.random() < same_zone:
             zone = where[car]  # a "move" into the zone the car is already in: it must stay there
         else:
             zone = rng.randint(1, n_zones)
         where[car] = zone
-        fuel[car] = round(max(0.0, fuel.get(car, rng.uniform(40, 100)) - rng.uniform(0, 3)), 1)
-        seq = seqs[("car", car)] = seqs.get(("car", car), 0) + 1
+        first_fuel = rng.uniform(40, 100)  # drawn for every move, as the first arrival's level
+        fuel[car] = round(max(0.0, (first_fuel if math.isnan(fuel[car]) else fuel[car]) - rng.uniform(0, 3)), 1)
+        car_seq[car] += 1
         body = {"car_id": car + 1, "plate": plates[car], "to_zone_id": zone, "fuel_level": fuel[car],
-                "seq": seq, "event_time": iso(at)}
-        events.append(Event(ARRIVALS_TOPIC, car + 1, body, at))
-    return events
+                "seq": car_seq[car], "event_time": iso(at)}
+        yield Event(ARRIVALS_TOPIC, car + 1, body, at)
+
+
+def _checked(rate: float, same_zone: float) -> None:
+    if rate <= 0:
+        raise ValueError(f"rate must be > 0, got {rate}")
+    if not 0.0 <= same_zone <= 1.0:
+        raise ValueError(f"same_zone must be a fraction between 0 and 1, got {same_zone}")
+
+
+def stream(seed: int, count: int, *, cars: int | None = None, zones: int | None = None,
+           readings: float = 0.3, same_zone: float = 0.05, disorder: Disorder = Disorder(),
+           rate: float = 1000.0) -> Records:
+    """`generate`'s records, the same ones in the same order, made as they are iterated (what the CLI
+    sends: its memory does not grow with the run; joinlab.generate.arranged)."""
+    _checked(rate, same_zone)
+    sizes = _sizes(count, cars, zones, readings)
+    return arranged(lambda: _events(seed, count, sizes, same_zone, rate), disorder,
+                    random.Random(f"{seed}/arrange"), SCHEMAS, count=count)
 
 
 def generate(seed: int, count: int, *, cars: int | None = None, zones: int | None = None,
@@ -89,11 +110,8 @@ def generate(seed: int, count: int, *, cars: int | None = None, zones: int | Non
     same_zone: the share of moves into the zone the car is already in; rate: events per second
     of event time.
     """
-    if rate <= 0:
-        raise ValueError(f"rate must be > 0, got {rate}")
-    if not 0.0 <= same_zone <= 1.0:
-        raise ValueError(f"same_zone must be a fraction between 0 and 1, got {same_zone}")
-    events = _events(seed, count, cars, zones, readings, same_zone, rate)
+    _checked(rate, same_zone)
+    events = list(_events(seed, count, _sizes(count, cars, zones, readings), same_zone, rate))
     return arrange(events, disorder, random.Random(f"{seed}/arrange"), SCHEMAS)
 
 
@@ -113,8 +131,8 @@ def main(argv: list[str] | None = None) -> None:
     if not 0.0 <= args.readings < 1.0 or not 0.0 <= args.same_zone <= 1.0:
         parser.error("--readings must be in [0, 1) and --same-zone in [0, 1], e.g. --readings 0.3 --same-zone 0.05")
     try:
-        records = generate(args.seed, args.count, cars=args.cars, zones=args.zones, readings=args.readings,
-                           same_zone=args.same_zone, disorder=disorder_from_args(args), rate=args.rate or 1000.0)
+        records = stream(args.seed, args.count, cars=args.cars, zones=args.zones, readings=args.readings,
+                         same_zone=args.same_zone, disorder=disorder_from_args(args), rate=args.rate or 1000.0)
     except ValueError as exc:
         parser.error(f"{exc}; adjust --cars/--zones or raise --count")
     produce("car-pollution", args, INPUT_TOPICS, records)

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
 import tempfile
 
 from joinlab import broker, patterns
 from joinlab.broker import BrokerError
-from joinlab.config import lab_home
+from joinlab.config import ParticipantError, lab_home, query_name, topic_prefix
 from joinlab.jars import JarsError
 from joinlab.solutions import SolutionError
 
@@ -32,8 +31,8 @@ def cmd_broker(args) -> int:
 def cmd_topics(args) -> int:
     from joinlab import topics
     bootstrap = broker.bootstrap_servers()
-    if args.action == "list":
-        sizes = topics.list_topics(bootstrap)
+    if args.action == "list":  # a participant's own topics unless --all: the room's broker holds everyone's
+        sizes = [s for s in topics.list_topics(bootstrap) if args.all or s.topic.startswith(topic_prefix())]
         width = max([len("TOPIC")] + [len(s.topic) for s in sizes]) + 2
         print(f"{'TOPIC':<{width}}{'PARTITIONS':>10}{'RECORDS':>10}   at {bootstrap}")
         for size in sizes:
@@ -41,7 +40,9 @@ def cmd_topics(args) -> int:
         return 0
     if args.action == "tail":
         try:
-            for record in topics.tail(bootstrap, args.topic, args.n, args.from_beginning, args.follow):
+            # a participant's `tweets` is `alice.tweets`, which they may name as well
+            name = args.topic if args.topic.startswith(topic_prefix()) else topics.own(args.topic)
+            for record in topics.tail(bootstrap, name, args.n, args.from_beginning, args.follow):
                 print(topics.describe(record, compact=args.compact), flush=True)
         except topics.NoSuchTopic as exc:
             print(f"joinlab topics tail: {exc}", file=sys.stderr)
@@ -50,8 +51,9 @@ def cmd_topics(args) -> int:
             pass
         return 0
     for pattern in args.patterns or list(patterns.PATTERNS):
-        topics.create_topics(bootstrap, patterns.all_topics(pattern))
-        print(f"{pattern}: topics {', '.join(patterns.all_topics(pattern))} ready at {bootstrap}")
+        names = topics.owned(patterns.all_topics(pattern))
+        topics.create_topics(bootstrap, names)
+        print(f"{pattern}: topics {', '.join(names)} ready at {bootstrap}")
     return 0
 
 
@@ -59,13 +61,17 @@ def cmd_run(args) -> int:
     from joinlab import job as runner
     from joinlab.spark import ServerError, executors, session, ui_url
     from joinlab.status import follow
-    from joinlab.topics import create_topics
+    from joinlab.topics import create_topics, owned
     command = f"joinlab run {args.pattern}"  # job errors say `joinlab run PATTERN`: this pattern's in its place
     bootstrap = broker.bootstrap_servers()
-    create_topics(bootstrap, patterns.all_topics(args.pattern))
+    create_topics(bootstrap, owned(patterns.all_topics(args.pattern)))
     checkpoint = args.checkpoint or str(lab_home() / "checkpoints" / args.pattern)
     if args.reset:
-        shutil.rmtree(checkpoint, ignore_errors=True)
+        try:
+            runner.fresh_checkpoint(checkpoint)
+        except runner.CheckpointError as exc:
+            print(f"{command}: {str(exc).replace('joinlab run PATTERN', command)}", file=sys.stderr)
+            return 2
     if problem := _unwritable(checkpoint):
         print(f"{command}: the checkpoint directory {checkpoint} is not writable ({problem}). "
               "Free some space or fix its permissions, or choose another with --checkpoint DIR.", file=sys.stderr)
@@ -81,8 +87,9 @@ def cmd_run(args) -> int:
         try:
             query = runner.start(spark, job, bootstrap, checkpoint, counted=True, available_now=args.available_now,
                                  max_offsets_per_trigger=args.max_offsets_per_trigger,
-                                 name=args.pattern.replace("-", "_"), solution=solution,
-                                 fail_on_data_loss=args.fail_on_data_loss == "true")
+                                 name=query_name(args.pattern.replace("-", "_")), solution=solution,
+                                 fail_on_data_loss=args.fail_on_data_loss == "true",
+                                 input_prefix=topic_prefix(), output_prefix=topic_prefix())
         except runner.CheckpointError as exc:
             print(f"{command}: {str(exc).replace('joinlab run PATTERN', command)}", file=sys.stderr)
             return 1
@@ -103,8 +110,9 @@ def cmd_run(args) -> int:
 def _unwritable(directory: str) -> str | None:
     """Why `directory` cannot take a checkpoint (create it, write a file in it), or None. Checked
     before Spark starts, so the error is one line, and no half-written checkpoint is left."""
+    from joinlab.job import checkpoint_dir
     try:
-        os.makedirs(directory, exist_ok=True)
+        checkpoint_dir(directory)  # in a room, one the server's user may write in
         tempfile.NamedTemporaryFile(dir=directory, prefix=".write-probe-").close()
     except OSError as exc:
         return exc.strerror or str(exc)
@@ -163,7 +171,7 @@ def cmd_lab(args) -> int:
     from joinlab.stack.procs import StackError
     try:
         if args.action == "up":
-            return lab.up(generators=args.generators)
+            return lab.up(generators=args.generators, room=args.room)
         if args.action == "down":
             return lab.down(args.services, volumes=args.volumes)
         if args.action == "ps":
@@ -191,7 +199,9 @@ def parser() -> argparse.ArgumentParser:
     t_sub = t.add_subparsers(dest="action", required=True)
     tc = t_sub.add_parser("create", help="create the topics of the given patterns (default: all)")
     tc.add_argument("patterns", nargs="*", metavar="PATTERN", help=f"one of: {', '.join(names)}")
-    t_sub.add_parser("list", help="every topic with its partitions and records")
+    tl = t_sub.add_parser("list", help="every topic with its partitions and records (with $LAB_PARTICIPANT: "
+                                       "the participant's own)")
+    tl.add_argument("--all", action="store_true", help="every topic on the broker, other participants' too")
     tt = t_sub.add_parser("tail", help="a topic's last records: key, value, partition, offset, timestamp; "
                                        "dead letters with their reason")
     tt.add_argument("topic")
@@ -247,6 +257,8 @@ def parser() -> argparse.ArgumentParser:
                                      "(up, down, ps, logs, generate)")
     lab_sub = lab.add_subparsers(dest="action", required=True)
     up = lab_sub.add_parser("up", help="start every service (or report that it runs) and print the URLs")
+    up.add_argument("--room", action="store_true",
+                    help="and JupyterHub in front of it, for a workshop's participants (as root; docs/workshop.md#a-room)")
     up.add_argument("--generators", action="store_true",
                     help="also start every pattern's generator ($GEN_RATE events/s for $GEN_DURATION s)")
     down = lab_sub.add_parser("down", help="stop everything (or the named services) and wait until it is gone")
@@ -286,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
         parser().error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         return args.func(args)
-    except (BrokerError, JarsError, SolutionError) as exc:
+    except (BrokerError, JarsError, SolutionError, ParticipantError) as exc:
         print(f"joinlab: {exc}", file=sys.stderr)
         return 2
 

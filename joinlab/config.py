@@ -14,6 +14,50 @@ def lab_home() -> Path:
     return path
 
 
+# A participant's name, as the room's hub gives it ($LAB_PARTICIPANT): it goes into topic and query
+# names and, in a room, a Unix user's (`lab-NAME`, at most 32 characters), so it is held to what is
+# safe in all three (Kafka allows [a-zA-Z0-9._-] in a topic's name). The hub's login refuses others.
+PARTICIPANT_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,23}")
+PARTICIPANT_RULE = "a-z, 0-9 and '-' only, starting with a letter or digit, at most 24 characters"
+
+
+class ParticipantError(ValueError):
+    """$LAB_PARTICIPANT is not a name the lab can put in topic and query names."""
+
+
+def participant() -> str:
+    """Whose lab this is, in a room where many share one broker and one Spark server
+    ($LAB_PARTICIPANT, which the room sets with a LAB_HOME of the participant's own); '' when unset:
+    a lab of one. Every name a participant's work leaves on the shared broker and server carries it
+    (topic_prefix, query_name), so two participants running the same pattern never meet."""
+    name = os.environ.get("LAB_PARTICIPANT", "")
+    if name and not PARTICIPANT_NAME.fullmatch(name):
+        raise ParticipantError(
+            f"LAB_PARTICIPANT={name!r} is not a participant's name: use {PARTICIPANT_RULE} (e.g. alice or team-7)")
+    return name
+
+
+def topic_prefix() -> str:
+    """What goes before each of a pattern's topic names on the broker: 'alice.' for participant
+    alice ('alice.tweets'), '' without one. joinlab.topics.own names a topic with it."""
+    name = participant()
+    return f"{name}." if name else ""
+
+
+def query_name(name: str) -> str:
+    """A streaming query's name as the shared server shows it: 'alice.tweet_views' for participant
+    alice (Spark takes a '.' in the name of a query with a Kafka sink), `name` itself without one."""
+    return topic_prefix() + name
+
+
+def participant_max_offsets() -> int:
+    """At most this many input records in one micro-batch of a participant's query
+    ($LAB_ROOM_MAX_OFFSETS_PER_TRIGGER, default 2000): the room's queries share one Spark server's
+    cores, and one participant's backlog read in a single batch would hold everyone's batches up
+    (docs/room.md#sharing-fairly). A lab of one has no such cap."""
+    return int(os.environ.get("LAB_ROOM_MAX_OFFSETS_PER_TRIGGER", "2000"))
+
+
 def java() -> Path | None:
     """The java the lab's JVMs run, as Spark's launcher finds it: $JAVA_HOME/bin/java, else the one on
     PATH; None when there is none."""

@@ -12,10 +12,10 @@ import time
 from joinlab import job as runner
 from joinlab import patterns
 from joinlab.broker import EmbeddedBroker
-from joinlab.config import lab_home
+from joinlab.config import lab_home, query_name, topic_prefix
 from joinlab.generate import Disorder, send, summary
 from joinlab.spark import session, stop
-from joinlab.topics import create_topics
+from joinlab.topics import addressed, create_topics, owned
 from joinlab.verify import verify
 
 # Out of order, with duplicates and a few malformed records: the conditions the job must survive.
@@ -52,16 +52,17 @@ def run_demos(chosen: list[str], seed: int = 7, count: int = 20000, solution=Non
 def run_demo(pattern: str, spark, bootstrap: str, seed: int, count: int, solution=None) -> int:
     started = time.monotonic()
     job, generator = patterns.job(pattern), patterns.generator(pattern)
-    say(f"{pattern}: creating topics {', '.join(patterns.all_topics(pattern))}")
-    create_topics(bootstrap, patterns.all_topics(pattern))
+    topics = owned(patterns.all_topics(pattern))  # a participant's own (joinlab.topics.own)
+    say(f"{pattern}: creating topics {', '.join(topics)}")
+    create_topics(bootstrap, topics)
     records = generator.generate(seed, count, disorder=DEMO_DISORDER)
     say(f"producing {len(records)} records (seed {seed}): {summary(records)}")
-    send(bootstrap, records, progress=False)
+    send(bootstrap, addressed(records), progress=False)
     say("starting the job (runs until it has caught up)")
-    checkpoint = tempfile.mkdtemp(prefix=f"{pattern}-", dir=lab_home())
+    checkpoint = runner.checkpoint_dir(tempfile.mkdtemp(prefix=f"{pattern}-", dir=lab_home()))
     with runner.services(job, bootstrap):
-        query = runner.start(spark, job, bootstrap, checkpoint, available_now=True, name=f"demo_{pattern}",
-                             solution=solution)
+        query = runner.start(spark, job, bootstrap, checkpoint, available_now=True, name=query_name(f"demo_{pattern}"),
+                             solution=solution, input_prefix=topic_prefix(), output_prefix=topic_prefix())
         query.awaitTermination()
     say("verifying the output against the batch reference")
     report = verify(pattern, bootstrap)

@@ -8,16 +8,22 @@ import importlib
 import json
 import os
 import re
+import shutil
+import threading
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
 from joinlab import solutions
+from joinlab.config import participant, participant_max_offsets
 from joinlab.patterns import Job
 from joinlab.state import declared
+from joinlab.topics import own
 
 
 OBSERVED = "records_out"  # the name of the per-output-topic counts in each micro-batch's progress
@@ -71,6 +77,8 @@ def start(spark: SparkSession, job: Job, bootstrap: str, checkpoint: str, *,
     from pyspark.sql import functions as F
 
     check_state_layout(job, checkpoint, solution)
+    if participant():  # in a room: no participant's batches so large that everyone else's wait (config)
+        max_offsets_per_trigger = min(filter(None, [max_offsets_per_trigger, participant_max_offsets()]))
     raw = read_kafka(spark, bootstrap, [input_prefix + topic for topic in job.INPUT_TOPICS], starting="earliest",
                      max_offsets_per_trigger=max_offsets_per_trigger, fail_on_data_loss=fail_on_data_loss)
     if input_prefix:
@@ -85,7 +93,106 @@ def start(spark: SparkSession, job: Job, bootstrap: str, checkpoint: str, *,
         writer = writer.queryName(name)
     writer = writer.trigger(availableNow=True) if available_now else writer.trigger(processingTime=trigger_interval)
     with configured(spark, job):
-        return writer.start()
+        query = writer.start()
+    report_progress(query, bootstrap, job.__name__.split(".")[-2])
+    return query
+
+
+# Where a participant's queries report their progress for the room's board (joinlab.room.board):
+# Spark Connect keeps a session's queries to that session, so only the client that started a query
+# can say how it goes. Never a participant's topic: their names start with a letter or a digit.
+PROGRESS_TOPIC = "_room.progress"
+REPORT_S = 5.0
+
+
+def report_progress(query: StreamingQuery, bootstrap: str, pattern: str) -> None:
+    """In a room (a participant's query, on a broker with PROGRESS_TOPIC, which `lab up --room`
+    makes), send the query's last progress there every REPORT_S, from a daemon thread of this
+    process that ends with the query or the process."""
+    who = participant()
+    if not who:
+        return
+    from joinlab.topics import plain_consumer, producer
+    consumer = plain_consumer(bootstrap)
+    try:
+        if PROGRESS_TOPIC not in consumer.topics():  # listing it creates nothing: no room, no board
+            return
+    finally:
+        consumer.close()
+
+    def loop() -> None:
+        sender = producer(bootstrap)
+        key = f"{who}/{query.name}".encode()
+        try:
+            while query.isActive:
+                if last := as_dict(query.lastProgress):
+                    body = {"participant": who, "query": query.name, "pattern": pattern, "sent_ms": int(time.time() * 1000),
+                            "progress": last}
+                    sender.send(PROGRESS_TOPIC, key=key, value=json.dumps(body).encode())
+                time.sleep(REPORT_S)
+        except Exception:  # noqa: BLE001 - the query's session ended under us: nothing more to report
+            pass
+        finally:
+            sender.close(timeout=5)
+    threading.Thread(target=loop, name=f"report-{query.name}", daemon=True).start()
+
+
+def as_dict(progress: Any) -> dict:
+    """A StreamingQueryProgress (or a dict already) as a plain dict; {} for None. As a classic
+    session gives it: numInputRows, and each observed metric as {field: value} (Spark Connect's
+    progress gives the one per source, the other as its row's values and schema)."""
+    p = (json.loads(progress.json) if hasattr(progress, "json") else progress) or {}
+    if p and p.get("numInputRows") is None:  # Spark Connect's progress leaves it to its sources
+        p = dict(p, numInputRows=sum(source.get("numInputRows") or 0 for source in p.get("sources") or []))
+    metrics = p.get("observedMetrics") or {}
+    if any(isinstance(m, dict) and "schema" in m for m in metrics.values()):
+        p = dict(p, observedMetrics={name: dict(zip((f["name"] for f in m["schema"]["fields"]), m["values"]))
+                                     if isinstance(m, dict) and "schema" in m else m
+                                     for name, m in metrics.items()})
+    return p
+
+
+# A checkpoint's files are written by the Spark server, which in a room runs as another Unix user
+# than the participant whose LAB_HOME holds the checkpoint: the participant can neither delete the
+# server's files nor have the server write in a folder only they may write in. So a checkpoint is
+# started afresh by renaming the old one aside (within its folder: that needs write permission on
+# the folder only, which is the participant's), and, in a room, made a folder every user may write in.
+
+def fresh_checkpoint(path: str) -> None:
+    """Start the checkpoint `path` empty (`joinlab run --reset`, a notebook's `start_job`): the old
+    one renamed aside to `<folder>/.<name>.old-<UTC time>`, then removed as far as this user may
+    (the server's files stay where only the server's user may delete them). A rename that fails
+    raises CheckpointError: a job started on the old checkpoint would resume from it. In a room
+    (config.participant()) the new, empty folder is made for the server to write in (checkpoint_dir)."""
+    path = os.path.abspath(path)
+    if os.path.lexists(path):
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+        aside = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.old-{stamp}")
+        try:
+            os.rename(path, aside)
+        except OSError as exc:
+            raise CheckpointError(
+                f"cannot start the checkpoint {path} afresh: renaming it aside to {aside} failed "
+                f"({exc.strerror or exc}), so it is still there and a job started on it would resume from it. "
+                f"Make its folder {os.path.dirname(path)} writable for you, or choose another checkpoint "
+                f"(`joinlab run PATTERN --checkpoint DIR`).") from exc
+        shutil.rmtree(aside, ignore_errors=True)  # what the server's user wrote stays, out of the way
+    if participant():
+        checkpoint_dir(path)
+
+
+def checkpoint_dir(path: str) -> str:
+    """`path`, a folder the Spark server writes in (a checkpoint), created if missing. In a room
+    Spark runs as a user of its own (joinlab.room.hub.spark_user): a participant's folder gets mode
+    0777, set explicitly (the umask would take bits off); root's (the instructor at the lab's
+    console) is handed to that user. Otherwise its mode is left as it is."""
+    from joinlab.stack import procs
+    os.makedirs(path, exist_ok=True)
+    if participant():
+        os.chmod(path, 0o777)
+    elif os.geteuid() == 0 and (server := procs.owner(procs.load(procs.CONNECT))) not in (None, 0):
+        os.chown(path, server, -1)
+    return path
 
 
 def operator_state(checkpoint: str) -> list[set[str]]:
@@ -211,12 +318,12 @@ def stop_between_batches(query: StreamingQuery, timeout_s: float = 10.0) -> None
 def services(job: Job, bootstrap: str):
     """The lookup service `job` asks (its LOOKUP), for as long as the `with` block runs: the one
     $LAB_LOOKUP_URL names (the lab stacks set it), else one started here on a free port, reading
-    `bootstrap`'s LOOKUP topic. Nothing for a job that asks none."""
+    `bootstrap`'s LOOKUP topic (this participant's: joinlab.topics.own). Nothing for a job that asks none."""
     if job.LOOKUP is None or os.environ.get("LAB_LOOKUP_URL"):
         yield None
         return
     from joinlab.lookup import LookupService
-    with LookupService(bootstrap, topic=job.LOOKUP.schema.topic, port=0) as service:
+    with LookupService(bootstrap, topic=own(job.LOOKUP.schema.topic), port=0) as service:
         saved = {name: os.environ.get(name) for name in ("LAB_LOOKUP_URL", "LAB_LOOKUP_TOKEN")}
         os.environ.update(LAB_LOOKUP_URL=service.url, LAB_LOOKUP_TOKEN=service.token)
         try:

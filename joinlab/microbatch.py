@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import itertools
 import json
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -20,8 +21,8 @@ from typing import Callable, Sequence
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
-from joinlab.config import lab_home
-from joinlab.job import session_conf
+from joinlab.config import lab_home, participant
+from joinlab.job import checkpoint_dir, session_conf
 
 _RAW = "topic string, key string, value string, partition int, offset bigint, timestamp_ms bigint"
 _names = itertools.count()
@@ -32,8 +33,11 @@ def run(spark: SparkSession, build: Callable[[DataFrame], DataFrame], batches: S
     """`build` (raw Kafka-shaped rows in, sink rows out) over `batches` of records (topic, key and
     value as bytes; a Kafka timestamp_ms where they have one, else now), in order; every output row."""
     # Under LAB_HOME, which the client and the Spark server share (in Compose, a volume): the
-    # server reads these files and writes the checkpoint.
-    with tempfile.TemporaryDirectory(prefix="microbatch-", dir=lab_home()) as tmp:
+    # server reads these files and writes the checkpoint. In a room the server runs as another user:
+    # the folder is one it may write in, and what it wrote there is its own to delete, not ours (a
+    # TemporaryDirectory's clean-up raises on those files even when told to ignore errors).
+    tmp = checkpoint_dir(tempfile.mkdtemp(prefix="microbatch-", dir=lab_home()))
+    try:
         source, name = Path(tmp, "in"), f"microbatch_{next(_names)}"
         source.mkdir()
         raw = (spark.readStream.schema(_RAW).option("maxFilesPerTrigger", 1).json(str(source))
@@ -55,6 +59,8 @@ def run(spark: SparkSession, build: Callable[[DataFrame], DataFrame], batches: S
         finally:
             query.stop()
             spark.catalog.dropTempView(name)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=bool(participant()))
 
 
 def _line(record, offset: int) -> str:

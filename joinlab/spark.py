@@ -59,7 +59,10 @@ CLUSTER_JVM_OPTIONS = "-XX:MinHeapFreeRatio=10 -XX:MaxHeapFreeRatio=30"
 # A driver on a cluster plans each micro-batch and watches its tasks; the executors run them. Its
 # JVM compiles with C1 only: no C2 compiler, whose working memory a driver kept (once up to
 # 1 GiB of RSS for a heap of 512 MiB), no profiled code in its code cache (docs/operations.md#memory).
-CLUSTER_DRIVER_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:MaxNewSize=32m"
+# That cache is reserved at 160 MiB, not C1's 48: it holds the code Spark generates for every query
+# of every client, and a room's three participants running a notebook filled 48 MiB ("Out of space
+# in CodeCache for adapters" failed a query); only what is used is resident.
+CLUSTER_DRIVER_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:MaxNewSize=32m -XX:ReservedCodeCacheSize=160m"
 # A UI store of the last 100 SQL executions, jobs and stages, not 1,000: a micro-batch is one of
 # each, and a long-running driver's heap grew with them (docs/benchmarks.md).
 UI_STORE_CONF = {"spark.sql.ui.retainedExecutions": "100", "spark.ui.retainedJobs": "100",

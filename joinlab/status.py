@@ -18,24 +18,10 @@ import types
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable
 
-from joinlab.job import OBSERVED, stop_between_batches
+from joinlab.job import OBSERVED, as_dict, stop_between_batches
+from joinlab.topics import own
 
 NO_WATERMARK = "1970-01-01T00:00:00.000Z"  # what Spark reports until the first event passes the delay
-
-
-def as_dict(progress: Any) -> dict:
-    """A StreamingQueryProgress (or a dict already) as a plain dict; {} for None. As a classic
-    session gives it: numInputRows, and each observed metric as {field: value} (Spark Connect's
-    progress gives the one per source, the other as its row's values and schema)."""
-    p = (json.loads(progress.json) if hasattr(progress, "json") else progress) or {}
-    if p and p.get("numInputRows") is None:  # Spark Connect's progress leaves it to its sources
-        p = dict(p, numInputRows=sum(source.get("numInputRows") or 0 for source in p.get("sources") or []))
-    metrics = p.get("observedMetrics") or {}
-    if any(isinstance(m, dict) and "schema" in m for m in metrics.values()):
-        p = dict(p, observedMetrics={name: dict(zip((f["name"] for f in m["schema"]["fields"]), m["values"]))
-                                     if isinstance(m, dict) and "schema" in m else m
-                                     for name, m in metrics.items()})
-    return p
 
 
 def offsets(value) -> dict:
@@ -102,7 +88,8 @@ def batch_status(progress: Any, input_topics: Iterable[str], output_topics: Iter
         written.get(t) for t in output_topics if t != dead_letter_topic)
     return BatchStatus(
         batch=p["batchId"],
-        records_in={t: sum(span.get(t, 0) for span in spans) for t in input_topics},
+        # the source's offsets name the topics as the broker does (a participant's: joinlab.topics.own)
+        records_in={t: sum(span.get(own(t), 0) for span in spans) for t in input_topics},
         records_out={t: int(written.get(t, 0)) for t in output_topics if t != dead_letter_topic},
         dead_letters=int(written.get(dead_letter_topic, 0)) if dead_letter_topic else 0,
         duration_s=duration_ms / 1000,

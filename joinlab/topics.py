@@ -1,18 +1,19 @@
-"""Plain-client Kafka helpers on kafka-python: topics, end offsets, reading a topic whole, and
-looking at topics (`list_topics`, `tail`, `describe`: `joinlab topics list|tail`)."""
+"""Plain-client Kafka helpers on kafka-python: topics, end offsets, reading a topic whole, a
+participant's topic names (`own`), and looking at topics (`list_topics`, `tail`, `describe`:
+`joinlab topics list|tail`)."""
 from __future__ import annotations
 
 import json
 import time
 from contextlib import closing, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterable, Iterator
 
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 from kafka.errors import TopicAlreadyExistsError
 
-from joinlab.config import topic_partitions
+from joinlab.config import topic_partitions, topic_prefix
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,40 @@ class Record:
     key: bytes | None
     value: bytes | None
     timestamp_ms: int
+
+
+# --- A participant's topics --------------------------------------------------------------------
+# In a room (LAB_PARTICIPANT set) every participant's topics are the pattern's topics with their
+# name in front, `alice.tweets`: the job, generator, verify, `joinlab topics` and the notebook's Lab
+# name the topics they create, write and read through `own`, and hand records on under the
+# pattern's names (`named`), which is what a job's `build`, a reference and `actual` read.
+
+def own(topic: str) -> str:
+    """The name a pattern's topic (or a prefix of topic names) has on the broker for this
+    participant: config.topic_prefix() before it; the name itself without a participant."""
+    return topic_prefix() + topic
+
+
+def owned(topics: Iterable[str]) -> list[str]:
+    return [own(topic) for topic in topics]
+
+
+def addressed(records: Iterable) -> Iterator:
+    """`records` (joinlab.generate's, with the pattern's topic names) to this participant's topics,
+    lazily, one by one as they are sent."""
+    prefix = topic_prefix()
+    return iter(records) if not prefix else (replace(r, topic=prefix + r.topic) for r in records)
+
+
+def named(records: Iterable[Record]) -> list[Record]:
+    """Records read from this participant's topics, named as the pattern names its topics."""
+    prefix = topic_prefix()
+    return [replace(r, topic=r.topic.removeprefix(prefix)) if prefix else r for r in records]
+
+
+def read_own(bootstrap: str, topics: Iterable[str], upto: dict | None = None) -> list[Record]:
+    """`read_topics` of this participant's `topics` (the pattern's names), named as the pattern names them."""
+    return named(read_topics(bootstrap, owned(topics), upto))
 
 
 def plain_consumer(bootstrap: str) -> KafkaConsumer:
@@ -142,7 +177,8 @@ def tail(bootstrap: str, topic: str, n: int = 10, from_beginning: bool = False,
     caller stops iterating)."""
     with closing(plain_consumer(bootstrap)) as consumer:
         if topic not in consumer.topics():
-            known = ", ".join(sorted(t for t in consumer.topics() if not t.startswith("__"))) or "none"
+            known = ", ".join(sorted(t for t in consumer.topics() if not t.startswith("__")
+                                     and t.startswith(topic_prefix()))) or "none"  # a participant's own
             raise NoSuchTopic(f"no topic {topic!r} at {bootstrap}; topics there: {known}")
         tps = partitions_of(consumer, [topic])
         beginnings = consumer.beginning_offsets(tps)

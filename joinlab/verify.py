@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from joinlab import patterns
-from joinlab.topics import read_topics
+from joinlab.topics import read_own
 
 
 @dataclass
@@ -55,9 +55,9 @@ def compare(pattern: str, expected: dict, actual: dict, version: Callable[[dict]
 
 
 def verify(pattern: str, bootstrap: str) -> Report:
-    """Read the pattern's input and output topics whole and compare."""
+    """Read the pattern's input and output topics (this participant's: joinlab.topics.own) whole and compare."""
     job = patterns.job(pattern)
-    return check(pattern, read_topics(bootstrap, job.INPUT_TOPICS), read_topics(bootstrap, job.OUTPUT_TOPICS))
+    return check(pattern, read_own(bootstrap, job.INPUT_TOPICS), read_own(bootstrap, job.OUTPUT_TOPICS))
 
 
 def check(pattern: str, inputs: list, outputs: list) -> Report:

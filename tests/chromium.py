@@ -50,11 +50,11 @@ class Page:
 
 
 @contextlib.contextmanager
-def open_page(url: str):
-    """Chromium showing `url`; yields a Page to evaluate JavaScript in."""
+def open_page(url: str, flags: list[str] | None = None):
+    """Chromium showing `url` (with `flags` beside FLAGS); yields a Page to evaluate JavaScript in."""
     import websocket
     with tempfile.TemporaryDirectory(prefix="chromium-", ignore_cleanup_errors=True) as profile:
-        browser = subprocess.Popen([executable(), *FLAGS, f"--user-data-dir={profile}", url],
+        browser = subprocess.Popen([executable(), *FLAGS, *(flags or []), f"--user-data-dir={profile}", url],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         try:
             port_file = f"{profile}/DevToolsActivePort"

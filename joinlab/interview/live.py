@@ -15,14 +15,14 @@ from types import ModuleType
 
 from joinlab import job as runner
 from joinlab import patterns
-from joinlab.config import lab_home
+from joinlab.config import lab_home, topic_prefix
 from joinlab.demo import DEMO_DISORDER, demo_broker
 from joinlab.generate import Record, body_of, send
 from joinlab.interview import exercise
 from joinlab.interview.scenarios import default_settings, differences, expected, plain
 from joinlab.spark import session
 from joinlab.status import offsets
-from joinlab.topics import create_topics, list_topics, read_topics
+from joinlab.topics import addressed, create_topics, list_topics, owned, read_own, read_topics
 from joinlab.verify import compare
 
 
@@ -72,7 +72,7 @@ def run(pattern: str, solution: ModuleType, *, seed: int = 7, count: int = 1200,
     records, expect = read_expectation(expectation) if expectation else events_and_expectation(pattern, seed, count)
     result.events = len(records)
     with demo_broker() as bootstrap, default_settings():
-        topics = patterns.all_topics(pattern)
+        topics = owned(patterns.all_topics(pattern))  # a participant's own (joinlab.topics.own)
         create_topics(bootstrap, topics)
         held = [t for t in list_topics(bootstrap) if t.topic in topics and t.records]
         if held:
@@ -80,32 +80,36 @@ def run(pattern: str, solution: ModuleType, *, seed: int = 7, count: int = 1200,
                             + ", ".join(f"{t.records} records on {t.topic}" for t in held)
                             + ": unset KAFKA_BOOTSTRAP_SERVERS (a fresh embedded broker is used) or empty the topics")
             return result
-        send(bootstrap, records, progress=False)
-        say(f"{len(records)} events on {', '.join(job.INPUT_TOPICS)} at {bootstrap}; "
+        send(bootstrap, addressed(records), progress=False)
+        say(f"{len(records)} events on {', '.join(owned(job.INPUT_TOPICS))} at {bootstrap}; "
             f"starting the job with your {exercise(pattern).what}")
         spark = session(f"interview-{pattern}")
-        checkpoint = tempfile.mkdtemp(prefix=f"interview-{pattern}-", dir=lab_home())  # the server writes it
+        # the server writes it: in a room, a folder its user may write in
+        checkpoint = runner.checkpoint_dir(tempfile.mkdtemp(prefix=f"interview-{pattern}-", dir=lab_home()))
         with runner.services(job, bootstrap):
+            prefixes = {"input_prefix": topic_prefix(), "output_prefix": topic_prefix()}
             query = runner.start(spark, job, bootstrap, checkpoint, solution=solution,
-                                 max_offsets_per_trigger=max(50, len(records) // 4))
+                                 max_offsets_per_trigger=max(50, len(records) // 4), **prefixes)
             result.batches_before_restart = _wait_for_batches(query, 2, timeout_s=300)
             query.stop()
             result.error, progress = _failure(query), list(query.recentProgress)
             if result.error is None:
                 say(f"stopped after {result.batches_before_restart} micro-batches; restarting from the checkpoint")
-                query = runner.start(spark, job, bootstrap, checkpoint, solution=solution, available_now=True)
+                query = runner.start(spark, job, bootstrap, checkpoint, solution=solution, available_now=True,
+                                     **prefixes)
                 query.awaitTermination()
                 result.error, progress = _failure(query), progress + list(query.recentProgress)
                 if query.recentProgress:
                     result.restarted_at_batch = query.recentProgress[0]["batchId"]
         if result.error is None:
-            got = plain(job.actual(read_topics(bootstrap, job.OUTPUT_TOPICS)))
+            got = plain(job.actual(read_own(bootstrap, job.OUTPUT_TOPICS)))
             report = compare(pattern, expect, got, job.version)
             result.expected, result.actual, result.mismatches = report.expected, report.actual, report.mismatches
             result.report = report.lines()
             if not report.ok:
-                result.stories = stories(report, expect, got, read_topics(bootstrap, job.INPUT_TOPICS), progress,
-                                         result.restarted_at_batch)
+                # named as on the broker, as the progress' offsets name them
+                result.stories = stories(report, expect, got, read_topics(bootstrap, owned(job.INPUT_TOPICS)),
+                                         progress, result.restarted_at_batch)
     result.seconds = time.monotonic() - began
     return result
 

@@ -6,10 +6,12 @@ import threading
 import pandas as pd
 
 from joinlab.generate import Record, send
+from joinlab.topics import addressed
 
 
 class Feed:
-    """Sends `records` at `rate` records/s in a daemon thread, one second's worth at a time, so
+    """Sends `records` (named with the pattern's topics; each goes to the participant's:
+    joinlab.topics.own) at `rate` records/s in a daemon thread, one second's worth at a time, so
     it can be stopped between chunks; `sent` says how far it got."""
 
     def __init__(self, bootstrap: str, records: list[Record], rate: float):
@@ -27,7 +29,7 @@ class Feed:
                 if self._stop.is_set():
                     return
                 chunk = self.records[i:i + step]
-                send(self.bootstrap, chunk, rate=self.rate, progress=False)
+                send(self.bootstrap, addressed(chunk), rate=self.rate, progress=False)
                 self.sent += len(chunk)
         except Exception as exc:  # shown by wait() and repr, never lost
             self.error = exc

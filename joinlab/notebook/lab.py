@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import time
 from dataclasses import replace
 from typing import Any, Callable, Iterable
@@ -14,7 +13,7 @@ import joinlab.notebook.progress as query_progress
 from joinlab import job as runner
 from joinlab import patterns
 from joinlab import state as state_source
-from joinlab.config import lab_home
+from joinlab.config import lab_home, query_name, topic_prefix
 from joinlab.generate import Disorder, Record, continued, send
 from joinlab.notebook.env import connect, setting
 from joinlab.notebook.feed import Feed
@@ -24,13 +23,15 @@ from joinlab.spark import executors, session, stop, ui_url
 from joinlab.status import as_dict, offsets
 from joinlab.topics import NoSuchTopic
 from joinlab.topics import Record as TopicRecord
-from joinlab.topics import create_topics, read_topics, tail
+from joinlab.topics import create_topics, own, owned, read_topics, tail
 from joinlab.verify import check
 
 # Out of order, with duplicates and a few malformed records, as in `make demo`.
 DEFAULT_DISORDER = Disorder(delayed=0.2, max_delay_s=5.0, duplicates=0.05, malformed=0.01)
 # A notebook's job writes its output topics under this prefix: a `joinlab run` of the same pattern
 # may run beside it on the same inputs, and neither job's output, nor its check, mixes with the other's.
+# In a room a participant's name goes before it, as before every topic of theirs (joinlab.topics.own):
+# `alice.notebook-tweet-views`.
 OUTPUT_PREFIX = "notebook-"
 
 
@@ -44,35 +45,38 @@ class Lab:
         self.reference = patterns.reference(pattern)
         self.bootstrap = connect()
         self.checkpoint = str(lab_home() / "notebooks" / patterns.module_name(pattern) / "checkpoint")
-        self.query_name = "notebook_" + patterns.module_name(pattern)
+        self.query_name = query_name("notebook_" + patterns.module_name(pattern))
         self.spark = None
         self.query = None
         self.feed: Feed | None = None
         self.services = None  # the lookup service the job asks (its LOOKUP), open while it runs
         self.topics = patterns.all_topics(pattern)
-        self.outputs = {t: OUTPUT_PREFIX + t for t in self.job.OUTPUT_TOPICS}  # the pattern's name -> this job's
+        self.outputs = {t: own(OUTPUT_PREFIX + t) for t in self.job.OUTPUT_TOPICS}  # the pattern's name -> this job's
+        # The pattern's name of each of its topics -> the name on the broker, which the cells never need
+        # to know: they name topics as the pattern does, and read records named so (`_named`).
+        self.names = {**{t: own(t) for t in self.job.INPUT_TOPICS}, **self.outputs}
         self.target: dict | None = None  # the input ends `caught_up` waits for (taken when it is first asked)
 
     def __repr__(self) -> str:
-        return (f"<Lab {self.pattern}: broker {self.bootstrap}, inputs {', '.join(self.job.INPUT_TOPICS)}, "
+        return (f"<Lab {self.pattern}: broker {self.bootstrap}, inputs {', '.join(owned(self.job.INPUT_TOPICS))}, "
                 f"outputs {', '.join(self.outputs.values())}>")
 
     # --- topics
     def create_topics(self) -> dict[str, int]:
-        create_topics(self.bootstrap, [self.outputs.get(t, t) for t in self.topics])
+        create_topics(self.bootstrap, [self.names[t] for t in self.topics])
         return self.counts()
 
     def counts(self, topics: Iterable[str] | None = None) -> dict[str, int]:
         """Records per topic right now (end offsets; the topics are never compacted or trimmed). An
         output topic is named as the pattern names it and counted where this notebook's job writes it."""
         topics = list(topics or self.topics)
-        ends = topic_ends(self.bootstrap, [self.outputs.get(t, t) for t in topics])
-        return {t: sum(ends.get(self.outputs.get(t, t), {}).values()) for t in topics}
+        ends = topic_ends(self.bootstrap, [self.names.get(t, t) for t in topics])
+        return {t: sum(ends.get(self.names.get(t, t), {}).values()) for t in topics}
 
     def peek(self, topic: str, n: int = 5, columns: list[str] | None = None) -> pd.DataFrame:
         """The latest `n` records of `topic` (by Kafka timestamp, across partitions), newest last."""
         try:
-            df = frame(self._named(tail(self.bootstrap, self.outputs.get(topic, topic), n)))
+            df = frame(self._named(tail(self.bootstrap, self.names.get(topic, topic), n)))
         except NoSuchTopic:
             df = frame([])
         if columns:  # plus `raw`, the value of records that are not JSON objects, if any
@@ -83,12 +87,12 @@ class Lab:
         """Every record of `topics`, in the order they reached the broker (Kafka timestamp, then
         offset): reading topics whole returns them partition by partition, and a replay of the
         events (e.g. the car-pollution alternatives) needs the order they were sent in."""
-        records = self._named(read_topics(self.bootstrap, [self.outputs.get(t, t) for t in topics or self.topics]))
+        records = self._named(read_topics(self.bootstrap, [self.names.get(t, t) for t in topics or self.topics]))
         return sorted(records, key=lambda r: (r.timestamp_ms, r.topic, r.partition, r.offset))
 
     def _named(self, records: Iterable[TopicRecord]) -> list[TopicRecord]:
-        """`records` with this job's output topics named as the pattern names them (what the cells use)."""
-        pattern_name = {mine: name for name, mine in self.outputs.items()}
+        """`records` with this lab's topics named as the pattern names them (what the cells use)."""
+        pattern_name = {mine: name for name, mine in self.names.items()}
         return [replace(r, topic=pattern_name.get(r.topic, r.topic)) for r in records]
 
     def read(self, *topics: str) -> pd.DataFrame:
@@ -96,9 +100,10 @@ class Lab:
         return frame(self.records(topics or None))
 
     def send(self, topic: str, key: Any, value: dict) -> None:
-        """Produce one JSON record (e.g. a hand-made update) and wait for its acknowledgement."""
+        """Produce one JSON record (e.g. a hand-made update) to `topic`, named as the pattern names it,
+        and wait for its acknowledgement."""
         body = json.dumps(value, separators=(",", ":")).encode()
-        send(self.bootstrap, [Record(topic, str(key).encode(), body, "event")], progress=False)
+        send(self.bootstrap, [Record(own(topic), str(key).encode(), body, "event")], progress=False)
         self.target = None  # `caught_up` now waits for this record too
 
     def latest_outputs(self) -> pd.DataFrame:
@@ -120,11 +125,15 @@ class Lab:
         if self.feed and not self.feed.done:
             print(f"a generator is already running: {self.feed!r}")
             return self.feed
-        records = continued(self.bootstrap, self.job.INPUT_TOPICS,
-                            self.generator.generate(7, count, disorder=DEFAULT_DISORDER, rate=rate),
-                            lambda line: print(line.replace("this run", "this generator")))
+        records = self.continue_after(self.generator.generate(7, count, disorder=DEFAULT_DISORDER, rate=rate),
+                                      lambda line: print(line.replace("this run", "this generator")))
         self.feed = Feed(self.bootstrap, records, rate)
         return self.feed
+
+    def continue_after(self, records: list[Record], say: Callable[[str], Any] = print) -> list[Record]:
+        """`records` continued after what this lab's input topics hold (joinlab.generate.continued:
+        new ids, later event times), which `say` hears; as they are on topics that hold nothing."""
+        return continued(self.bootstrap, owned(self.job.INPUT_TOPICS), records, say)
 
     # --- Spark and the job
     def start_job(self, trigger: str = "2 seconds", max_offsets_per_trigger: int | None = None, solution=None):
@@ -142,13 +151,14 @@ class Lab:
             self.query = running[0]
             print(f"attached to the running query {self.query_name} (id {self.query.id})")
             return self.query
-        shutil.rmtree(self.checkpoint, ignore_errors=True)
+        runner.fresh_checkpoint(self.checkpoint)
         if self.services is None:
             self.services = runner.services(self.job, self.bootstrap)
             self.services.__enter__()
         self.query = runner.start(self.spark, self.job, self.bootstrap, self.checkpoint, counted=True,
                                   trigger_interval=trigger, max_offsets_per_trigger=max_offsets_per_trigger,
-                                  name=self.query_name, solution=solution, output_prefix=OUTPUT_PREFIX)
+                                  name=self.query_name, solution=solution, input_prefix=topic_prefix(),
+                                  output_prefix=own(OUTPUT_PREFIX))
         print(f"started {self.query_name}: trigger every {trigger}, checkpoint {self.checkpoint}")
         return self.query
 
@@ -174,7 +184,7 @@ class Lab:
         (again after this notebook sent one, and on every call while its generator sends): not
         what others send meanwhile, e.g. a generator in a terminal, whose end would keep moving."""
         if self.target is None or (self.feed and not self.feed.done):
-            self.target = topic_ends(self.bootstrap, self.job.INPUT_TOPICS)
+            self.target = topic_ends(self.bootstrap, owned(self.job.INPUT_TOPICS))  # as the job's offsets name them
         done = self._done()
         if all(int(done.get(t, {}).get(p, 0)) >= end for t, parts in self.target.items() for p, end in parts.items()):
             self.target = None
@@ -270,7 +280,7 @@ class Lab:
         if not last:
             raise RuntimeError("the job has not finished a micro-batch yet: run `lab.wait_caught_up()` first")
         finished_ms = pd.Timestamp(last["timestamp"]).value // 10**6 + last["durationMs"]["triggerExecution"]
-        inputs = read_topics(self.bootstrap, self.job.INPUT_TOPICS, upto=self._done())
+        inputs = self._named(read_topics(self.bootstrap, owned(self.job.INPUT_TOPICS), upto=self._done()))
         outputs = [r for r in self.records(self.job.OUTPUT_TOPICS) if r.timestamp_ms <= finished_ms]
         report = check(self.pattern, inputs, outputs)
         print("\n".join(report.lines()))

@@ -16,15 +16,17 @@ from pathlib import Path
 
 from joinlab import broker, patterns
 from joinlab.config import lab_home
+from joinlab.room import hub as room_hub
 from joinlab.stack import procs, services, settings
 from joinlab.stack.procs import Service, StackError
 from joinlab.stack.services import CONNECT, JUPYTER, LOOKUP, MASTER, WORKER
 from joinlab.topics import create_topics
 
 CORE = [MASTER, WORKER, CONNECT, JUPYTER, LOOKUP]
+HUB = room_hub.HUB  # the room's JupyterHub, with `up --room`
 # Each service's ports (keys of settings.PORTS), checked to be free before it starts.
 LISTENS_ON = {MASTER: ["master", "master-ui"], WORKER: ["worker-ui"], CONNECT: ["connect", "connect-ui"],
-              JUPYTER: ["jupyter"], LOOKUP: ["lookup"]}
+              JUPYTER: ["jupyter"], LOOKUP: ["lookup"], HUB: ["room", "room-hub", "room-api", "room-board"]}
 
 
 def marker() -> str:
@@ -36,16 +38,36 @@ def _report(name: str, pid: int, was_running: bool) -> None:
     print(f"  {name:<19}{'already running' if was_running else 'started'} (pid {pid})")
 
 
-def up(generators: bool = False) -> int:
+def up(generators: bool = False, room: bool = False) -> int:
+    """Start the native lab (what already runs is reported, not started again); `room`: and the
+    room's JupyterHub in front of it (joinlab.room)."""
     timeout_s = float(settings.setting("LAB_UP_TIMEOUT", "180"))
     current = {name: procs.load(name) for name in CORE}
     running = {name for name, service in current.items() if procs.is_running(service)}
+    spark_user, python = None, sys.executable
+    if room:  # Spark as a user of its own, on a Python every user can run (joinlab.room)
+        room_hub.refuse_unless_root()
+        import pwd
+
+        from joinlab.room import venv
+        spark_user = room_hub.spark_user()
+        uid = pwd.getpwnam(spark_user).pw_uid
+        if any(procs.owner(current[name]) not in (None, uid) for name in (WORKER, CONNECT)):
+            raise StackError(f"the lab's Spark runs as root; in a room it runs as {spark_user}, since participants' "
+                             "queries run there: stop the lab (`make down`), then `make up ROOM=1`")
+        settings.token("LAB_LOOKUP_TOKEN")  # in .env, so Spark's user gets it (it cannot read root's token file)
+        participants = venv.ensure()
+        python = str(participants / "bin" / "python")
+        room_hub.check_reachable(spark_user, python)
     if MASTER not in running:  # registered with a master that is gone
         procs.stop([current[name] for name in (WORKER, CONNECT) if name in running])
         running -= {WORKER, CONNECT}
     existing_broker = broker.running_broker()
+    hub = procs.load(HUB) if room else None
+    hub_running = procs.is_running(hub)
     settings.check_free(([] if existing_broker else ["broker"])
-                        + [key for name in CORE if name not in running for key in LISTENS_ON[name]])
+                        + [key for name in CORE if name not in running for key in LISTENS_ON[name]]
+                        + (LISTENS_ON[HUB] if room and not hub_running else []))
     token = current[JUPYTER].extra["token"] if JUPYTER in running else settings.token("JUPYTER_TOKEN")
     connect_token = (current[CONNECT].extra["token"] if CONNECT in running
                      else settings.token("SPARK_CONNECT_AUTHENTICATE_TOKEN"))  # joinlab.spark.TOKEN_VARIABLE
@@ -75,13 +97,23 @@ def up(generators: bool = False) -> int:
         master = ensure(MASTER, services.start_master)
         jupyter = ensure(JUPYTER, lambda: services.start_jupyter(token, settings.notebook_dir()))
         wait_healthy(master)
-        worker = ensure(WORKER, lambda: services.start_worker(master))
+        worker = ensure(WORKER, lambda: services.start_worker(master, spark_user, python))
         for service in (worker, jupyter, lookup):
             wait_healthy(service)
-        connect = ensure(CONNECT, lambda: services.start_connect(master, connect_token))
+        connect = ensure(CONNECT, lambda: services.start_connect(master, connect_token, spark_user, python))
         wait_healthy(connect)
         if connect.name not in running:
             warm(connect, info.bootstrap_servers)
+        if room:
+            if hub_running:
+                _report(HUB, hub.pid, True)
+            else:
+                from joinlab.job import PROGRESS_TOPIC
+                create_topics(info.bootstrap_servers, [PROGRESS_TOPIC])
+                started.append(room_hub.start(services.base_env(), participants))
+                hub = started[-1]
+                services.wait_healthy(hub, timeout_s)
+                _report(HUB, hub.pid, False)
         if generators:
             for pattern in patterns.PATTERNS:
                 existing = procs.load(services.gen_name(pattern))
@@ -96,6 +128,8 @@ def up(generators: bool = False) -> int:
         raise
     print(f"Healthy after {time.monotonic() - began:.1f} s.\n")
     summary(info.bootstrap_servers, master, worker, connect, jupyter, lookup)
+    if room:
+        room_summary(hub)
     return 0
 
 
@@ -121,6 +155,7 @@ def warm(connect: Service, bootstrap: str) -> None:
     try:
         create_topics(bootstrap, topics)
         with tempfile.TemporaryDirectory(prefix="warm-up-", dir=lab_home()) as checkpoints:
+            runner.checkpoint_dir(checkpoints)  # in a room, Spark's user writes them
             for name in on_records_alone():
                 records = patterns.generator(name).generate(1, WARM_UP_RECORDS)
                 send(bootstrap, [replace(r, topic=WARM_UP + r.topic) for r in records], progress=False)
@@ -150,6 +185,20 @@ def summary(bootstrap: str, master: Service, worker: Service, connect: Service, 
           "it runs)")
     print(f"Events at a rate:         {lab} lab generate {pattern} --rate 50")
     print("`make ps` lists the services, `make logs SERVICE=spark-worker` follows a log, `make down` stops all.")
+
+
+def room_summary(hub: Service) -> None:
+    """What the instructor writes on the board, and where the passwords are (never the passwords)."""
+    env = settings.env_file()
+    print(f"The room is open: participants open {hub.url}")
+    print(f"  TLS certificate   SHA-256 {hub.extra['fingerprint']}"
+          + ("   (self-signed: browsers ask once; compare this)" if hub.extra["self_signed"] else ""))
+    print(f"  Passwords         in {env}: LAB_ROOM_PASSWORD for participants (write it on the board), "
+          f"LAB_ROOM_ADMIN_PASSWORD for {hub.extra['admin']}")
+    print("  A participant      picks a name, types the room password and chooses an own password at their first "
+          "login; they get their own JupyterLab")
+    print(f"  The instructor     logs in as {hub.extra['admin']}; the room's board (who is in, their queries) is "
+          f"{hub.url}services/room-board/, the hub's admin page {hub.url}hub/admin")
 
 
 def generate(pattern: str, rate: float | None = None, count: int | None = None, duration: float | None = None,

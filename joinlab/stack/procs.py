@@ -75,6 +75,14 @@ def is_running(service: Service | None) -> bool:
         return False
 
 
+def owner(service: Service | None) -> int | None:
+    """The uid the service's process runs as, or None when it does not run."""
+    try:
+        return psutil.Process(service.pid).uids().real if is_running(service) else None
+    except psutil.Error:
+        return None
+
+
 def running_connect_server() -> tuple[str, str] | None:
     """(url, token) of the native lab's Connect server while its process runs, else None (never an
     error: a stale state file must not break a session)."""
@@ -82,16 +90,29 @@ def running_connect_server() -> tuple[str, str] | None:
     return (server.url, server.extra["token"]) if is_running(server) and "token" in server.extra else None
 
 
+def as_user(user: str):
+    """A preexec_fn that makes the child `user` (its group only), for a service run by root."""
+    import pwd
+    entry = pwd.getpwnam(user)
+
+    def drop() -> None:
+        os.setgroups([entry.pw_gid])
+        os.setgid(entry.pw_gid)
+        os.setuid(entry.pw_uid)
+    return drop
+
+
 def spawn(name: str, cmd: list[str], marker: str, env: dict[str, str], url: str = "",
-          cwd: str | None = None, extra: dict | None = None) -> Service:
-    """Start `cmd` in a new session (its own process group), output appended to logs/NAME.log."""
+          cwd: str | None = None, extra: dict | None = None, user: str | None = None) -> Service:
+    """Start `cmd` in a new session (its own process group), output appended to logs/NAME.log;
+    as `user` when given (root starts it)."""
     log_path = logs_dir() / f"{name}.log"
     with open(log_path, "ab") as log:
         stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
         log.write(f"=== {stamp} joinlab lab: starting {name}\n".encode())
         log.flush()
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                env=env, cwd=cwd, start_new_session=True)
+                                env=env, cwd=cwd, start_new_session=True, preexec_fn=user and as_user(user))
     service = Service(name, proc.pid, marker, str(log_path), url, extra or {})
     save(service)
     return service

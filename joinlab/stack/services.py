@@ -21,6 +21,7 @@ from joinlab.config import jvm_env, lab_home, spark_home
 from joinlab.lookup.client import health_problem
 from joinlab.lookup.config import token_file
 from joinlab.patterns import module_name
+from joinlab.room import hub as room_hub
 from joinlab.stack.procs import CONNECT, Service, StackError
 from joinlab.stack.settings import HOST, port, setting
 
@@ -30,13 +31,24 @@ WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
 CONNECT_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 
 
-def base_env() -> dict[str, str]:
-    """Every service: absolute LAB_HOME (JupyterLab runs in notebooks/), this venv first on PATH,
-    Python workers on this interpreter, Spark bound to loopback."""
+def base_env(python: str = sys.executable) -> dict[str, str]:
+    """Every service: absolute LAB_HOME (JupyterLab runs in notebooks/), `python`'s venv first on
+    PATH, Python workers on `python` (this interpreter; in a room the participants' one, which
+    Spark's user can run), Spark bound to loopback."""
     env = jvm_env()  # Spark's daemons, its server and executors are JVMs
-    env.update(LAB_HOME=str(lab_home()), SPARK_HOME=spark_home(), SPARK_LOCAL_IP=HOST, PYSPARK_PYTHON=sys.executable,
-               PATH=os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")]))
+    env.update(LAB_HOME=str(lab_home()), SPARK_HOME=spark_home(), SPARK_LOCAL_IP=HOST, PYSPARK_PYTHON=python,
+               PATH=os.pathsep.join([str(Path(python).parent), env.get("PATH", "")]))
     return env
+
+
+def run_as(env: dict[str, str], user: str | None) -> dict[str, str]:
+    """`env` for a service that runs as `user` (in a room, Spark's: joinlab.room.hub.SPARK_USER): its
+    own HOME, a folder it owns, rather than the HOME of root who starts it."""
+    if user is None:
+        return env
+    import pwd
+    entry = pwd.getpwnam(user)
+    return {**env, "HOME": entry.pw_dir, "USER": user, "LOGNAME": user}
 
 
 def http(url: str, token: str | None = None, timeout_s: float = 2.0) -> tuple[int, bytes]:
@@ -83,12 +95,12 @@ def tail(path: str, lines: int, indent: str = "  ") -> str:
     return "\n".join(indent + line for line in text[-lines:])
 
 
-def daemon_env() -> dict[str, str]:
+def daemon_env(python: str = sys.executable) -> dict[str, str]:
     """The master's and the worker's: they schedule and serve a UI, they compute nothing, so a small
     heap that starts small, serial GC and C1 only, and Spark's classes from the shared archive
     (joinlab.class_archive; docs/operations.md#memory)."""
     options = setting("SPARK_DAEMON_JAVA_OPTS", "-Xms32m -XX:+UseSerialGC -XX:TieredStopAtLevel=1")
-    return {**base_env(), "SPARK_DAEMON_MEMORY": setting("SPARK_DAEMON_MEMORY", "192m"),
+    return {**base_env(python), "SPARK_DAEMON_MEMORY": setting("SPARK_DAEMON_MEMORY", "192m"),
             "SPARK_DAEMON_JAVA_OPTS": " ".join(filter(None, [options, class_archive.java_options()]))}
 
 
@@ -108,16 +120,21 @@ def cores() -> int:
     return int(setting("SPARK_WORKER_CORES", str(os.cpu_count() or 2)))
 
 
-def start_worker(master: Service) -> Service:
+def start_worker(master: Service, user: str | None = None, python: str = sys.executable) -> Service:
+    """The worker, and so every executor and every Python worker, where participants' code runs: as
+    `user` in a room (its work folder handed to it)."""
     ui = port("worker-ui")
     work = lab_home() / "spark-work"
     work.mkdir(exist_ok=True)
-    env = daemon_env()
+    if user:
+        import shutil
+        shutil.chown(work, user, user)
+    env = run_as(daemon_env(python), user)
     env["SPARK_WORKER_OPTS"] = (env.get("SPARK_WORKER_OPTS", "") + " -Dspark.port.maxRetries=0").strip()
     cmd = [f"{spark_home()}/bin/spark-class", WORKER_CLASS, master.url, "--host", HOST, "--webui-port", str(ui),
            "--cores", str(cores()), "--memory", setting("SPARK_WORKER_MEMORY", "1g"), "--work-dir", str(work)]
     return procs.spawn(WORKER, cmd, WORKER_CLASS, env, url=f"http://{HOST}:{ui}",
-                       extra={"master_ui": master.extra["ui"], "work_dir": str(work)})
+                       extra={"master_ui": master.extra["ui"], "work_dir": str(work)}, user=user)
 
 
 def worker_registered(worker: Service) -> bool:
@@ -142,14 +159,15 @@ def connect_command(master: str, number: int, ui: int, host: str = HOST) -> list
             *[arg for key, value in conf.items() for arg in ("--conf", f"{key}={value}")]]
 
 
-def start_connect(master: Service, token: str) -> Service:
+def start_connect(master: Service, token: str, user: str | None = None, python: str = sys.executable) -> Service:
     """The lab's Spark Connect server: the one driver every job, notebook and grader of the lab is a
-    client of, on the lab's master, its token in its environment."""
+    client of, on the lab's master, its token in its environment; as `user` in a room (a query's
+    driver-side Python runs there, and Spark reads the files a query names as this user)."""
     from joinlab.spark import TOKEN_VARIABLE
     number, ui = port("connect"), port("connect-ui")
-    env = {**base_env(), **lookup_env(), TOKEN_VARIABLE: token}  # base_env: the lab's malloc arenas too
+    env = run_as({**base_env(python), **lookup_env(), TOKEN_VARIABLE: token}, user)  # base_env: malloc arenas too
     return procs.spawn(CONNECT, connect_command(master.url, number, ui), CONNECT_CLASS, env,
-                       url=f"sc://localhost:{number}", extra={"token": token, "ui": f"http://{HOST}:{ui}"})
+                       url=f"sc://localhost:{number}", extra={"token": token, "ui": f"http://{HOST}:{ui}"}, user=user)
 
 
 def connect_answers(url: str, token: str) -> bool:
@@ -241,6 +259,7 @@ HEALTH = {
     JUPYTER: (jupyter_healthy, "answering /api/status with its token"),
     LOOKUP: (lambda lookup: health_problem(lookup.url, timeout_s=2.0) is None,
              "answering /health, and 401 to a session request without its token"),
+    room_hub.HUB: (room_hub.healthy, "answering on loopback, its proxy serving the login page over TLS"),
 }
 
 

@@ -33,6 +33,11 @@ PORTS = {
     "lookup": Port("session lookup service", "LAB_LOOKUP_PORT", 8090),
     "connect": Port("Spark Connect server", "LAB_SPARK_CONNECT_PORT", 15002),
     "connect-ui": Port("Spark Connect server's web UI (every job's)", "LAB_SPARK_UI_PORT", 4040),
+    # The room's (`make up ROOM=1`): its proxy, the one listener beyond loopback; the hub; the proxy's API.
+    "room": Port("the room's JupyterHub (its proxy, over TLS)", "LAB_ROOM_PORT", 8000),
+    "room-hub": Port("the room's hub (loopback)", "LAB_ROOM_HUB_PORT", 8001),
+    "room-api": Port("the room's proxy API (loopback)", "LAB_ROOM_API_PORT", 8002),
+    "room-board": Port("the room's board, the instructor's view (loopback, behind the hub)", "LAB_ROOM_BOARD_PORT", 8003),
 }
 
 
@@ -89,11 +94,12 @@ def _suggest(number: int) -> int:
     return next((n for n in range(number + 100, min(number + 200, 65535)) if bindable(n)), 0)
 
 
-def token(name: str) -> str:
-    """$NAME, else .env's NAME; else a new one, written to .env (created from .env.example, 0600)."""
+def token(name: str, nbytes: int = 16) -> str:
+    """$NAME, else .env's NAME; else a new one of `nbytes` random bytes in hex, written to .env
+    (created from .env.example, 0600)."""
     if value := setting(name, ""):
         return value
-    value = secrets.token_hex(16)
+    value = secrets.token_hex(nbytes)
     path = env_file()
     source = path if path.exists() else project_dir() / ".env.example"
     text = source.read_text() if source.exists() else ""
