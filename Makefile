@@ -77,7 +77,7 @@ verify: install ## Verify PATTERN's output topic against its batch reference
 	$(LAB) verify $(PATTERN)
 
 up: install ## Start the lab: Docker Compose if usable (Compose v2, base images here or pullable; ARGS="--scale spark-worker=2"), else up-native; ROOM=1: the native lab with JupyterHub in front, for a workshop (as root)
-	@if [ -n "$(filter-out 0 no false,$(ROOM))" ]; then bash scripts/check-java.sh && exec $(LAB) lab up $(NATIVE_FLAGS); fi; \
+	@if [ -n "$(filter-out 0 no false,$(ROOM))" ]; then bash scripts/check-java.sh || exit 1; exec $(LAB) lab up $(NATIVE_FLAGS); fi; \
 	bash scripts/compose-up.sh $(ARGS); status=$$?; \
 	if [ $$status -eq 0 ]; then mkdir -p "$${LAB_HOME:-.lab}" && echo compose > "$${LAB_HOME:-.lab}/stack"; \
 	elif [ $$status -eq 3 ]; then echo "make up: falling back to the same lab as local processes (make up-native)"; \

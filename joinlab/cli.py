@@ -258,7 +258,7 @@ def parser() -> argparse.ArgumentParser:
     lab_sub = lab.add_subparsers(dest="action", required=True)
     up = lab_sub.add_parser("up", help="start every service (or report that it runs) and print the URLs")
     up.add_argument("--room", action="store_true",
-                    help="and JupyterHub in front of it, for a workshop's participants (as root; docs/workshop.md#a-room)")
+                    help="and JupyterHub in front of it, for a workshop's participants (as root; docs/room.md)")
     up.add_argument("--generators", action="store_true",
                     help="also start every pattern's generator ($GEN_RATE events/s for $GEN_DURATION s)")
     down = lab_sub.add_parser("down", help="stop everything (or the named services) and wait until it is gone")

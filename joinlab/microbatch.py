@@ -38,7 +38,7 @@ def run(spark: SparkSession, build: Callable[[DataFrame], DataFrame], batches: S
     # TemporaryDirectory's clean-up raises on those files even when told to ignore errors).
     tmp = checkpoint_dir(tempfile.mkdtemp(prefix="microbatch-", dir=lab_home()))
     try:
-        source, name = Path(tmp, "in"), f"microbatch_{next(_names)}"
+        source, name = Path(tmp, "in"), f"microbatch_{next(_names)}"  # a view of this session's: no '.'
         source.mkdir()
         raw = (spark.readStream.schema(_RAW).option("maxFilesPerTrigger", 1).json(str(source))
                .select("topic", F.unbase64("key").alias("key"), F.unbase64("value").alias("value"),

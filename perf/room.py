@@ -36,7 +36,7 @@ os.environ.setdefault("LAB_ROOM_MAX_OFFSETS_PER_TRIGGER", "{cap}")
 from joinlab.notebook import Lab
 lab = Lab("tweet-views")
 lab.create_topics()
-feed = lab.start_generator(count=10_000_000, rate={rate})
+feed = lab.start_generator(count=int({rate} * 300), rate={rate})
 import time as _t
 _began = _t.monotonic()
 query = lab.start_job(trigger="2 seconds", max_offsets_per_trigger=500)

@@ -107,21 +107,29 @@ class CellError(AssertionError):
 
 
 class Kernel:
-    """Code run in a participant's kernel over its websocket; `run` returns what it printed."""
+    """Code run in a participant's kernel over its websocket, a new one for each `run` (the server
+    closes one that answers no ping while a test waits); `run` returns what the code printed."""
 
     def __init__(self, participant: Participant, kernel_id: str):
-        import websocket
         self.participant, self.id = participant, kernel_id
-        cookies = "; ".join(f"{c.name}={c.value}" for c in participant.session.cookies)
-        url = participant.base.replace("https://", "wss://") + f"/user/{participant.name}/api/kernels/{kernel_id}/channels"
-        xsrf = participant.session.cookies.get("_xsrf", path=f"/user/{participant.name}/") or ""
-        self.socket = websocket.create_connection(
-            url + (f"?_xsrf={xsrf}" if xsrf else ""), header=[f"Cookie: {cookies}"], origin=participant.base,
-            sslopt={"cert_reqs": ssl.CERT_REQUIRED, "ca_certs": participant.cert}, timeout=30)
+
+    def _connect(self):
+        import websocket
+        p = self.participant
+        cookies = "; ".join(f"{c.name}={c.value}" for c in p.session.cookies)
+        url = p.base.replace("https://", "wss://") + f"/user/{p.name}/api/kernels/{self.id}/channels"
+        xsrf = p.session.cookies.get("_xsrf", path=f"/user/{p.name}/") or ""
+        return websocket.create_connection(
+            url + (f"?_xsrf={xsrf}" if xsrf else ""), header=[f"Cookie: {cookies}"], origin=p.base,
+            sslopt={"cert_reqs": ssl.CERT_REQUIRED, "ca_certs": p.cert}, timeout=30)
 
     def run(self, code: str, timeout_s: float = 300) -> str:
+        with contextlib.closing(self._connect()) as socket:
+            return self._run(socket, code, timeout_s)
+
+    def _run(self, socket, code: str, timeout_s: float) -> str:
         msg_id = uuid.uuid4().hex
-        self.socket.send(json.dumps({
+        socket.send(json.dumps({
             "header": {"msg_id": msg_id, "username": self.participant.name, "session": self.id, "msg_type":
                        "execute_request", "version": "5.3", "date": ""},
             "parent_header": {}, "metadata": {}, "channel": "shell", "buffers": [],
@@ -130,8 +138,8 @@ class Kernel:
         printed, deadline = [], time.monotonic() + timeout_s
         replied = idle = False  # the shell's reply and the kernel's "idle" on iopub come in either order
         while not (replied and idle):
-            self.socket.settimeout(max(1.0, deadline - time.monotonic()))
-            message = json.loads(self.socket.recv())
+            socket.settimeout(max(1.0, deadline - time.monotonic()))
+            message = json.loads(socket.recv())
             if message.get("parent_header", {}).get("msg_id") != msg_id:
                 continue
             kind, content = message["msg_type"], message["content"]
@@ -150,5 +158,4 @@ class Kernel:
         return "".join(printed)
 
     def close(self) -> None:
-        self.socket.close()
         self.participant.api("DELETE", f"kernels/{self.id}")

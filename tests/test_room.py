@@ -24,8 +24,8 @@ import pytest
 
 from joinlab.stack import procs
 from tests.conftest import wait_for
-from tests.room import Kernel, Participant, open_room
-from tests.test_lab_stack import port_of, stack_pids
+from tests.room import Participant, open_room
+from tests.test_lab_stack import joinlab, port_of, stack_pids
 
 pytestmark = pytest.mark.spark
 PARTICIPANTS = ("ann", "ben", "cai")
@@ -302,7 +302,19 @@ def test_the_board_shows_the_room_and_a_stopped_server_or_restarted_kernel_stops
              "ann's and ben's queries to leave the Spark server")
     assert "cai.notebook_tweet_views" in active_queries(room)  # the others go on
     assert wait_for(lambda: reported("cai"), 30, "cai's query still on the board")
-    # Its websocket went quiet while we waited (the server closes one that answers no ping): a new one.
-    Kernel(cai, kernels["cai"].id).run("lab.stop()")
+    kernels["cai"].run("lab.stop()")
     for name in ("ben", "cai"):
         kernels[name].close()
+
+
+def test_after_the_hub_restarts_a_participant_logs_in_again_with_their_own_password(room):
+    """The hub's state (its database, the names' own passwords) is in $LAB_HOME/room/hub: a hub
+    stopped and started again (`joinlab lab down hub`, `joinlab lab up --room`) keeps every name."""
+    assert joinlab(room.env, "lab", "down", "hub").returncode == 0
+    again = joinlab(room.env, "lab", "up", "--room", timeout=600)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert re.search(r"^\s+hub\s+started", again.stdout, re.M) and re.search(r"spark-connect\s+already running",
+                                                                             again.stdout)
+    assert participant(room, "ann").login(room.secrets["LAB_ROOM_PASSWORD"], own="ann-own").status_code == 302
+    taken = participant(room, "ann").login(room.secrets["LAB_ROOM_PASSWORD"], own="not-ann")
+    assert taken.status_code == 403 and "is taken" in login_error(taken)

@@ -1,20 +1,22 @@
 """The generator in a background thread, so cells keep running while records arrive."""
 from __future__ import annotations
 
+import itertools
 import threading
 
 import pandas as pd
 
-from joinlab.generate import Record, send
+from joinlab.generate import Record, Records, send
 from joinlab.topics import addressed
 
 
 class Feed:
     """Sends `records` (named with the pattern's topics; each goes to the participant's:
     joinlab.topics.own) at `rate` records/s in a daemon thread, one second's worth at a time, so
-    it can be stopped between chunks; `sent` says how far it got."""
+    it can be stopped between chunks; `sent` says how far it got. `records` may be made as they
+    are sent (a generator's `stream`): a long feed holds one second's worth, not the whole run."""
 
-    def __init__(self, bootstrap: str, records: list[Record], rate: float):
+    def __init__(self, bootstrap: str, records: list[Record] | Records, rate: float):
         self.bootstrap, self.records, self.rate = bootstrap, records, rate
         self.sent, self.error = 0, None
         self.started_at = pd.Timestamp.now(tz="UTC")  # compare with Kafka timestamps (`timeline(since=...)`)
@@ -23,12 +25,11 @@ class Feed:
         self.thread.start()
 
     def _run(self) -> None:
-        step = max(1, int(self.rate))
+        records = iter(self.records)
         try:
-            for i in range(0, len(self.records), step):
+            while chunk := list(itertools.islice(records, max(1, int(self.rate)))):
                 if self._stop.is_set():
                     return
-                chunk = self.records[i:i + step]
                 send(self.bootstrap, addressed(chunk), rate=self.rate, progress=False)
                 self.sent += len(chunk)
         except Exception as exc:  # shown by wait() and repr, never lost

@@ -14,7 +14,7 @@ from joinlab import job as runner
 from joinlab import patterns
 from joinlab import state as state_source
 from joinlab.config import lab_home, query_name, topic_prefix
-from joinlab.generate import Disorder, Record, continued, send
+from joinlab.generate import Disorder, Record, Records, continued, send
 from joinlab.notebook.env import connect, setting
 from joinlab.notebook.feed import Feed
 from joinlab.notebook.peek import frame, topic_ends
@@ -118,19 +118,21 @@ class Lab:
 
     # --- the generator
     def start_generator(self, count: int, rate: float) -> Feed:
-        """The pattern's generator (`generate(7, count, disorder=DEFAULT_DISORDER, rate=rate)`) sent at
-        `rate` records/s in the background; `rate` also sets the generator's event-time clock. Its
+        """The pattern's generator (`stream(7, count, disorder=DEFAULT_DISORDER, rate=rate)`: its records
+        made as they are sent) at `rate` records/s in the background; `rate` also sets the
+        generator's event-time clock. Its
         records continue after what the input topics hold (new ids, later event times:
         joinlab.generate.Continuation), as `joinlab generate` without --seed does."""
         if self.feed and not self.feed.done:
             print(f"a generator is already running: {self.feed!r}")
             return self.feed
-        records = self.continue_after(self.generator.generate(7, count, disorder=DEFAULT_DISORDER, rate=rate),
+        records = self.continue_after(self.generator.stream(7, count, disorder=DEFAULT_DISORDER, rate=rate),
                                       lambda line: print(line.replace("this run", "this generator")))
         self.feed = Feed(self.bootstrap, records, rate)
         return self.feed
 
-    def continue_after(self, records: list[Record], say: Callable[[str], Any] = print) -> list[Record]:
+    def continue_after(self, records: list[Record] | Records,
+                       say: Callable[[str], Any] = print) -> list[Record] | Records:
         """`records` continued after what this lab's input topics hold (joinlab.generate.continued:
         new ids, later event times), which `say` hears; as they are on topics that hold nothing."""
         return continued(self.bootstrap, owned(self.job.INPUT_TOPICS), records, say)

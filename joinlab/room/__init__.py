@@ -3,7 +3,7 @@
 `make up ROOM=1` (`joinlab lab up --room`) starts the native lab and, in front of it, JupyterHub:
 its proxy is the one listener beyond loopback (TLS), each participant logs in with a name of their
 own and the room password, and gets a JupyterLab that runs as a Unix user of their own, a client
-of the lab's one Spark Connect server. docs/workshop.md#a-room says how to run one.
+of the lab's one Spark Connect server. docs/room.md says how it works.
 
 - `names`: a participant's name, and the Unix user and topic prefix it becomes.
 - `auth`: the login (the room password; a name stays its first owner's).

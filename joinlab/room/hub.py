@@ -25,6 +25,7 @@ from pathlib import Path
 from joinlab.config import lab_home
 from joinlab.stack import procs
 from joinlab.stack.procs import Service, StackError
+from joinlab.stack import services, settings
 from joinlab.stack.settings import HOST, port, project_dir, setting, token
 
 HUB = "hub"
@@ -170,26 +171,45 @@ def spark_user() -> str:
     return user
 
 
-def check_reachable(user: str, python: str) -> None:
+def prepare(spark: list[Service | None]) -> tuple[str, str]:
+    """(Spark's user, the participants' Python) for a room about to start: as root, that user made,
+    the Python installed (joinlab.room.venv), what Spark starts from readable by it, and the
+    lookup service's token in .env (Spark's user cannot read the file the service would write).
+    `spark`: the lab's worker and server, refused if they already run as another user."""
+    import pwd
+
+    from joinlab.room import venv
+    refuse_unless_root()
+    user = spark_user()
+    if any(procs.owner(service) not in (None, pwd.getpwnam(user).pw_uid) for service in spark):
+        raise StackError(f"the lab's Spark runs as root; in a room it runs as {user}, since participants' queries "
+                         "run there: stop the lab (`make down`), then `make up ROOM=1`")
+    token("LAB_LOOKUP_TOKEN")
+    python = str(venv.ensure() / "bin" / "python")
+    check_reachable(user)
+    return user, python
+
+
+def check_reachable(user: str) -> None:
     """Fail, naming the folder, when `user` (Spark's) cannot read what its JVMs and Python workers
     start from: the lab's state (LAB_HOME, with the class archive), Spark, the connector's jars."""
     from joinlab import class_archive
     from joinlab.config import spark_home
     from joinlab.jars import cache
-    paths = [str(lab_home()), spark_home(), str(cache()), str(class_archive.path() or lab_home())]
-    done = subprocess.run([python, "-c", "import os, sys; print(*[p for p in sys.argv[1:] if not "
-                                         "os.access(p, os.R_OK | (os.X_OK if os.path.isdir(p) else 0))], sep='\\n')", *paths],
-                          preexec_fn=procs.as_user(user), capture_output=True, text=True, cwd="/")
-    if done.returncode != 0 or done.stdout.strip():
-        raise StackError(f"the room runs Spark as {user}, who cannot read {done.stdout.strip() or done.stderr.strip()}: "
-                         "every folder above these must be readable by all (a checkout or LAB_HOME under a 0700 "
-                         "home is not); move them, or set LAB_HOME")
+    for path in [lab_home(), Path(spark_home()), cache(), class_archive.path() or lab_home()]:
+        readable = subprocess.run(["test", "-r", str(path), "-a", "(", "!", "-d", str(path), "-o", "-x", str(path), ")"],
+                                  preexec_fn=procs.as_user(user), cwd="/")
+        if readable.returncode != 0:
+            raise StackError(f"the room runs Spark as {user}, who cannot read {path}: every folder above it must be "
+                             "readable by all (a checkout or LAB_HOME under a 0700 home is not); move it, or set "
+                             "LAB_HOME")
 
 
 def refuse_unless_root() -> None:
     if os.geteuid() != 0:
         raise StackError("the room makes one Unix user per participant and runs their servers as those users, "
-                         "as The Littlest JupyterHub does: start it as root (`sudo make up ROOM=1`)")
+                         "as The Littlest JupyterHub does: start it as root (in a root shell, `sudo -i`, in the "
+                         "project folder: `make up ROOM=1`)")
 
 
 def start(environment: dict[str, str], participants_python: Path) -> Service:
@@ -198,6 +218,7 @@ def start(environment: dict[str, str], participants_python: Path) -> Service:
     the room's passwords, so that they reach the hub and never a command line;
     `participants_python`: the virtualenv their servers run (joinlab.room.venv)."""
     room, admin_password = passwords()
+    settings.env_file().chmod(0o600)  # it holds the passwords, whoever wrote it (a copy of .env.example is 0644)
     home = folder("hub")
     cert = certificate()
     env = {**environment, "LAB_ROOM_PASSWORD": room, "LAB_ROOM_ADMIN_PASSWORD": admin_password,
@@ -224,9 +245,13 @@ def healthy(hub: Service) -> bool:
         return False
 
 
+services.HEALTH[HUB] = (healthy, "answering on loopback, its proxy serving the login page over TLS")
+
+
 def configure(c) -> None:
     """JupyterHub's settings for the room (jupyterhub_config.py calls this with its `c`)."""
     from joinlab import broker
+    from joinlab.config import participant_max_offsets
     from joinlab.room import board
     from joinlab.room.auth import RoomAuthenticator
     from joinlab.room.spawner import RoomSpawner
@@ -261,7 +286,11 @@ def configure(c) -> None:
     # pattern's own `sessions` topic, so a participant's money-enrichment job starts a service of its
     # own on their `NAME.sessions` (joinlab.job.services), which the room's Spark reaches on loopback.
     c.RoomSpawner.lab_env = {"KAFKA_BOOTSTRAP_SERVERS": broker.bootstrap_servers(),
-                             "SPARK_REMOTE": connect.url, TOKEN_VARIABLE: connect.extra["token"]}
+                             "SPARK_REMOTE": connect.url, TOKEN_VARIABLE: connect.extra["token"],
+                             "LAB_ROOM_MAX_OFFSETS_PER_TRIGGER": str(participant_max_offsets())}
+    # JupyterLab's defaults for a room (no news pop-up, no update check: joinlab.stack.services).
+    settings_dir, _ = services.jupyter_folders()
+    c.Spawner.args = [f"--LabApp.app_settings_dir={settings_dir}"]
     # Servers idle this long are stopped (their kernels, and so their queries, with them); the
     # instructor's board (joinlab.room.board), linked from the hub's Services menu.
     c.JupyterHub.services = [

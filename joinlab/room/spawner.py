@@ -24,7 +24,7 @@ SEEDED = ("notebooks", "exercises")  # copied into a participant's home at their
 
 
 def ensure_user(name: str, homes: str) -> pwd.struct_passwd:
-    """The participant's Unix user, made at their first start (its home 0711, its own group)."""
+    """The participant's Unix user, made at their first start (its home 0700, its own group)."""
     user = names.unix_user(name)
     try:
         return pwd.getpwnam(user)

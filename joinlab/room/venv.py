@@ -9,15 +9,15 @@ unprivileged user can import it. The lab's own code is installed again whenever 
 from __future__ import annotations
 
 import hashlib
-import os
 import subprocess
 import sys
 from pathlib import Path
 
+from joinlab.stack import procs
 from joinlab.stack.procs import StackError
 from joinlab.stack.settings import project_dir, setting
 
-NOBODY = 65534  # the unprivileged user the checks run as
+NOBODY = "nobody"  # the unprivileged user the checks run as
 SOURCES = ("pyproject.toml", "joinlab", "jobs", "generators", "references")
 
 
@@ -26,11 +26,8 @@ def location() -> Path:
 
 
 def _as_nobody(cmd: list[str]) -> subprocess.CompletedProcess:
-    def drop():
-        os.setgroups([])
-        os.setgid(NOBODY)
-        os.setuid(NOBODY)
-    return subprocess.run(cmd, preexec_fn=drop, capture_output=True, text=True, cwd="/", env={"PATH": "/usr/bin:/bin"})
+    return subprocess.run(cmd, preexec_fn=procs.as_user(NOBODY), capture_output=True, text=True, cwd="/",
+                          env={"PATH": "/usr/bin:/bin"})
 
 
 def interpreter() -> str:

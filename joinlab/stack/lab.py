@@ -44,21 +44,8 @@ def up(generators: bool = False, room: bool = False) -> int:
     timeout_s = float(settings.setting("LAB_UP_TIMEOUT", "180"))
     current = {name: procs.load(name) for name in CORE}
     running = {name for name, service in current.items() if procs.is_running(service)}
-    spark_user, python = None, sys.executable
-    if room:  # Spark as a user of its own, on a Python every user can run (joinlab.room)
-        room_hub.refuse_unless_root()
-        import pwd
-
-        from joinlab.room import venv
-        spark_user = room_hub.spark_user()
-        uid = pwd.getpwnam(spark_user).pw_uid
-        if any(procs.owner(current[name]) not in (None, uid) for name in (WORKER, CONNECT)):
-            raise StackError(f"the lab's Spark runs as root; in a room it runs as {spark_user}, since participants' "
-                             "queries run there: stop the lab (`make down`), then `make up ROOM=1`")
-        settings.token("LAB_LOOKUP_TOKEN")  # in .env, so Spark's user gets it (it cannot read root's token file)
-        participants = venv.ensure()
-        python = str(participants / "bin" / "python")
-        room_hub.check_reachable(spark_user, python)
+    # In a room, Spark runs as a user of its own, on the participants' Python (joinlab.room.hub).
+    spark_user, python = room_hub.prepare([current[WORKER], current[CONNECT]]) if room else (None, sys.executable)
     if MASTER not in running:  # registered with a master that is gone
         procs.stop([current[name] for name in (WORKER, CONNECT) if name in running])
         running -= {WORKER, CONNECT}
@@ -110,7 +97,7 @@ def up(generators: bool = False, room: bool = False) -> int:
             else:
                 from joinlab.job import PROGRESS_TOPIC
                 create_topics(info.bootstrap_servers, [PROGRESS_TOPIC])
-                started.append(room_hub.start(services.base_env(), participants))
+                started.append(room_hub.start(services.base_env(), Path(python).parents[1]))
                 hub = started[-1]
                 services.wait_healthy(hub, timeout_s)
                 _report(HUB, hub.pid, False)

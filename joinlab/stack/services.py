@@ -21,7 +21,6 @@ from joinlab.config import jvm_env, lab_home, spark_home
 from joinlab.lookup.client import health_problem
 from joinlab.lookup.config import token_file
 from joinlab.patterns import module_name
-from joinlab.room import hub as room_hub
 from joinlab.stack.procs import CONNECT, Service, StackError
 from joinlab.stack.settings import HOST, port, setting
 
@@ -48,7 +47,13 @@ def run_as(env: dict[str, str], user: str | None) -> dict[str, str]:
         return env
     import pwd
     entry = pwd.getpwnam(user)
-    return {**env, "HOME": entry.pw_dir, "USER": user, "LOGNAME": user}
+    kept = {name: value for name, value in env.items() if name not in ROOT_ONLY}
+    return {**kept, "HOME": entry.pw_dir, "USER": user, "LOGNAME": user}
+
+
+# What root's environment may hold that Spark's user must not (participants' queries run as it):
+# the room's passwords and the instructor's JupyterLab token.
+ROOT_ONLY = ("LAB_ROOM_PASSWORD", "LAB_ROOM_ADMIN_PASSWORD", "JUPYTER_TOKEN", "JUPYTER_TOKEN_FILE")
 
 
 def http(url: str, token: str | None = None, timeout_s: float = 2.0) -> tuple[int, bytes]:
@@ -111,6 +116,7 @@ def start_master() -> Service:
     # silently moving; apps without spark.cores.max get half the worker (docs/operations.md says why).
     env["SPARK_MASTER_OPTS"] = " ".join([
         env.get("SPARK_MASTER_OPTS", ""), "-Dspark.master.rest.enabled=false", "-Dspark.port.maxRetries=0",
+        "-Dspark.ui.killEnabled=false",  # nor the room's server from the master's page
         f"-Dspark.deploy.defaultCores={setting('LAB_SPARK_APP_CORES', str(max(1, cores() // 2)))}"]).strip()
     cmd = [f"{spark_home()}/bin/spark-class", MASTER_CLASS, "--host", HOST, "--port", str(rpc), "--webui-port", str(ui)]
     return procs.spawn(MASTER, cmd, MASTER_CLASS, env, url=f"spark://{HOST}:{rpc}", extra={"ui": f"http://{HOST}:{ui}"})
@@ -154,6 +160,7 @@ def connect_command(master: str, number: int, ui: int, host: str = HOST) -> list
     environment, never its command line (`ps` shows that to all)."""
     from joinlab.spark import server_conf
     conf = {**server_conf(master, number, host), "spark.cores.max": str(cores()), "spark.ui.port": str(ui),
+            "spark.ui.killEnabled": "false",  # no client of the room stops another's query from a web page
             "spark.port.maxRetries": "0"}
     return [f"{spark_home()}/bin/spark-submit", "--class", CONNECT_CLASS, "--name", "stream-join-lab",
             *[arg for key, value in conf.items() for arg in ("--conf", f"{key}={value}")]]
@@ -250,7 +257,8 @@ def start_lookup(bootstrap: str) -> Service:
     return procs.spawn(LOOKUP, cmd, "joinlab.lookup", env, url=env["LAB_LOOKUP_URL"], extra={"token_from": where})
 
 
-# What `make up` waits for and `make ps` calls healthy: each service's check, and what it checks.
+# What `make up` waits for and `make ps` calls healthy: each service's check, and what it checks (and
+# the room's hub, which joinlab.room.hub adds).
 HEALTH = {
     MASTER: (lambda master: master_state(master.extra["ui"]).get("status") == "ALIVE", "answering"),
     WORKER: (worker_registered, "registered with the master (ALIVE)"),
@@ -259,7 +267,6 @@ HEALTH = {
     JUPYTER: (jupyter_healthy, "answering /api/status with its token"),
     LOOKUP: (lambda lookup: health_problem(lookup.url, timeout_s=2.0) is None,
              "answering /health, and 401 to a session request without its token"),
-    room_hub.HUB: (room_hub.healthy, "answering on loopback, its proxy serving the login page over TLS"),
 }
 
 
