@@ -87,11 +87,17 @@ class Participant:
                                     headers={"X-XSRFToken": xsrf}, **kwargs)
 
     @classmethod
-    def joined(cls, room, name: str) -> "Participant":
-        """`name` logged in to `room` through its form (own password NAME-own), server started."""
+    def logged_in(cls, room, name: str) -> "Participant":
+        """`name` logged in to `room` through its form (own password NAME-own)."""
         p = cls(room.door, room.cert, name)
         answer = p.login(room.secrets["LAB_ROOM_PASSWORD"], own=f"{name}-own")
         assert answer.status_code == 302, answer.text[-2000:]
+        return p
+
+    @classmethod
+    def joined(cls, room, name: str) -> "Participant":
+        """`name` logged in to `room`, their server started."""
+        p = cls.logged_in(room, name)
         p.start_server()
         return p
 

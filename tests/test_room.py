@@ -48,13 +48,6 @@ def participant(room, name: str) -> Participant:
     return Participant(room.door, room.cert, name)
 
 
-def logged_in(room, name: str) -> Participant:
-    p = participant(room, name)
-    answer = p.login(room.secrets["LAB_ROOM_PASSWORD"], own=f"{name}-own")
-    assert answer.status_code == 302, answer.text[-2000:]
-    return p
-
-
 def login_error(answer) -> str:
     found = re.search(r'<p class="login_error">\s*(.*?)\s*</p>', answer.text, re.S)
     return found.group(1).replace("&#39;", "'") if found else ""
@@ -90,7 +83,7 @@ def test_a_wrong_password_gets_403_and_a_name_is_its_first_owners(room):
     wrong = stranger.login("not-the-room-password", own="whatever")
     assert wrong.status_code == 403 and login_error(wrong) == "Invalid username or password"
     assert stranger.session.get(f"{room.door}/hub/api/user").status_code == 403  # nothing behind the door
-    assert logged_in(room, "dee")  # the room password, and an own password chosen at the first login
+    assert Participant.logged_in(room, "dee")  # the room password, and an own password chosen at the first login
     again = participant(room, "dee").login(room.secrets["LAB_ROOM_PASSWORD"], own="someone-else")
     assert again.status_code == 403 and "The name 'dee' is taken in this room" in login_error(again)
     assert participant(room, "dee").login(room.secrets["LAB_ROOM_PASSWORD"], own="dee-own").status_code == 302
