@@ -30,7 +30,7 @@ currency, type, t_us, src_partition, src_offset). User updates go on to stage 2 
 
 Time: timerValues.getCurrentWatermarkInMs() is the watermark; handle.registerTimer(ms) asks for
 handleExpiredTimer(key, timerValues, expiredTimerInfo) once the watermark reaches ms (a timer
-must lie ahead of the watermark); joinlab.events.timer_ms(t_us) is the first watermark (ms) at or
+must lie ahead of the watermark); joinlab.kit.events.timer_ms(t_us) is the first watermark (ms) at or
 past an event time. State lives in `handle`: getValueState(name, "field type, ..."),
 getMapState(name, "key type", "field type, ..."); ValueState exists(), get(), update(tuple),
 clear(); MapState containsKey((k,)), getValue((k,)), updateValue((k,), tuple), removeKey((k,)),
@@ -49,7 +49,7 @@ from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 from jobs.money_enrichment.rules import LOOKUP, STREAM, Settings  # noqa: F401
 from jobs.money_enrichment.given import (SESSION_START, TX, TX_FIELDS, USER, USER_UPDATE, dead,  # noqa: F401
                                           flow, pick)
-from joinlab.events import timer_ms  # noqa: F401
+from joinlab.kit.events import timer_ms  # noqa: F401
 
 
 class SessionJoin(StatefulProcessor):

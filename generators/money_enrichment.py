@@ -27,8 +27,7 @@ from datetime import timedelta
 
 from faker import Faker
 
-from jobs.money_enrichment.job import (INPUT_TOPICS, SESSIONS, SESSIONS_TOPIC, TRANSACTIONS, TRANSACTIONS_TOPIC, USERS,
-                                       USERS_TOPIC)
+from jobs.money_enrichment.job import INPUT_TOPICS, SESSIONS, SESSIONS_TOPIC, TRANSACTIONS, TRANSACTIONS_TOPIC, USERS, USERS_TOPIC
 from jobs.money_enrichment.rules import TYPES
 from joinlab.generate import (START, Disorder, Event, Record, Records, add_generator_args, arrange, arranged,
                               check_generator_args, disorder_from_args, fraction, iso, positive, produce,

@@ -1,11 +1,12 @@
-"""The patterns, one package each: job.py wires the Spark job (topics, parsing, keying, sink),
-solution.py holds the processors an exercise asks for, README.md is the pattern's spec page.
+"""The patterns, one package each: job.py is the query (Kafka to Kafka), solution.py the processors
+an exercise asks for, consumer.py the output as a consumer reads it, in_memory.py the stages
+without Spark, README.md the pattern's spec page; __init__.py gathers the parts joinlab reads.
 joinlab finds them through PATTERNS, named in pyproject.toml's `joinlab.patterns` entry point."""
 
-PATTERNS = {  # pattern name -> its job module, simplest first
-    "ad-clicks": "jobs.ad_clicks.job",
-    "tweet-views": "jobs.tweet_views.job",
-    "car-pollution": "jobs.car_pollution.job",
-    "lottery": "jobs.lottery.job",
-    "money-enrichment": "jobs.money_enrichment.job",
+PATTERNS = {  # pattern name -> its package, simplest first
+    "ad-clicks": "jobs.ad_clicks",
+    "tweet-views": "jobs.tweet_views",
+    "car-pollution": "jobs.car_pollution",
+    "lottery": "jobs.lottery",
+    "money-enrichment": "jobs.money_enrichment",
 }

@@ -11,7 +11,7 @@ from joinlab import broker, patterns
 from joinlab.broker import BrokerError
 from joinlab.config import ParticipantError, lab_home, query_name, topic_prefix
 from joinlab.jars import JarsError
-from joinlab.solutions import SolutionError
+from joinlab.kit.solutions import SolutionError
 
 
 def cmd_broker(args) -> int:
@@ -58,7 +58,7 @@ def cmd_topics(args) -> int:
 
 
 def cmd_run(args) -> int:
-    from joinlab import job as runner
+    from joinlab import runner
     from joinlab.spark import ServerError, executors, session, ui_url
     from joinlab.status import follow
     from joinlab.topics import create_topics, owned
@@ -110,7 +110,7 @@ def cmd_run(args) -> int:
 def _unwritable(directory: str) -> str | None:
     """Why `directory` cannot take a checkpoint (create it, write a file in it), or None. Checked
     before Spark starts, so the error is one line, and no half-written checkpoint is left."""
-    from joinlab.job import checkpoint_dir
+    from joinlab.runner import checkpoint_dir
     try:
         checkpoint_dir(directory)  # in a room, one the server's user may write in
         tempfile.NamedTemporaryFile(dir=directory, prefix=".write-probe-").close()
@@ -121,7 +121,7 @@ def _unwritable(directory: str) -> str | None:
 
 def _solution(job, path: str | None):
     """The module a job's processors come from: a candidate's file (--solution), else the lab's."""
-    from joinlab import solutions
+    from joinlab.kit import solutions
     return solutions.of(job.SOLUTION, job.PROCESSORS, solutions.from_file(path) if path else None)
 
 
@@ -138,9 +138,9 @@ def cmd_state(args) -> int:
         print(f"joinlab state: no state in {checkpoint}; run the job first (`joinlab run {args.pattern}`), "
               "or pass --checkpoint DIR", file=sys.stderr)
         return 2
-    from joinlab.job import state_variables
+    from joinlab.runner import state_variables
     from joinlab.spark import session
-    from joinlab.state import describe, refuse_unknown
+    from joinlab.checkpoint_state import describe, refuse_unknown
     try:
         if held := state_variables(checkpoint):  # a --var that is not there: said before Spark starts
             refuse_unknown(args.var, held, checkpoint)

@@ -108,7 +108,7 @@ def shuffle_partitions() -> int:
 
 def max_event_skew() -> str:
     """How far an event's time may lie past the moment its record was produced
-    ($LAB_MAX_EVENT_SKEW, default '1 hour'); beyond it the event is dead-lettered (joinlab.events)."""
+    ($LAB_MAX_EVENT_SKEW, default '1 hour'); beyond it the event is dead-lettered (joinlab.kit.events)."""
     return os.environ.get("LAB_MAX_EVENT_SKEW", "1 hour")
 
 

@@ -9,7 +9,7 @@ import sys
 import tempfile
 import time
 
-from joinlab import job as runner
+from joinlab import runner
 from joinlab import patterns
 from joinlab.broker import EmbeddedBroker
 from joinlab.config import lab_home, query_name, topic_prefix

@@ -3,7 +3,7 @@
 Why it exists: a stream join is only tested by the disorder it sees. Every pattern generator
 builds its events in event-time order and hands them here; `arrange` turns them into the records
 that arrive (late events, duplicates, malformed records mixed in), deterministically per seed, and
-`send` produces them. The malformed kinds are exactly what `joinlab.events.validate` rejects.
+`send` produces them. The malformed kinds are exactly what `joinlab.kit.events.validate` rejects.
 
 A generator's CLI streams (`arranged` -> `Records`): its records are made while they are sent, so
 its memory does not grow with --duration: the records are held only within the disorder's window,
@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence, Sized
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 
-from joinlab.events import EventSchema, parse_time
+from joinlab.kit.events import EventSchema, parse_time
 
 MALFORMED_KINDS = ("empty", "not-json", "truncated", "not-object", "missing-field", "wrong-type")
 FOLLOW_UP_S = 1.0  # a duplicate or malformed record arrives up to this much (event time) after its source

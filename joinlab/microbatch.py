@@ -22,7 +22,7 @@ from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
 from joinlab.config import lab_home, participant
-from joinlab.job import checkpoint_dir, session_conf
+from joinlab.runner import checkpoint_dir, session_conf
 
 _RAW = "topic string, key string, value string, partition int, offset bigint, timestamp_ms bigint"
 _names = itertools.count()

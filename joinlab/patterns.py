@@ -14,10 +14,12 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import DataStreamWriter
 
-    from joinlab.events import EventSchema
-    from joinlab.stages import Stage
+    from joinlab.kit.events import EventSchema
+    from joinlab.kit.kafka import Kafka
+    from joinlab.kit.stages import Stage
 
 
 @dataclass(frozen=True)
@@ -38,21 +40,24 @@ class Lookup:
 
 @runtime_checkable
 class Job(Protocol):
-    """A pattern's job module (jobs/<module>/job.py): what joinlab reads of it."""
+    """A pattern's package (jobs/<module>/__init__.py gathers its parts): what joinlab reads of it."""
     INPUT_TOPICS: list[str]
     OUTPUT_TOPICS: list[str]       # its dead-letter topic among them
     DEAD_LETTERS_TOPIC: str
-    STAGES: list[Stage]            # its chain of keyed stages (joinlab.stages), in query order
+    STAGES: list[Stage]            # its query's keyed stateful calls (joinlab.kit.stages), in query order
     SOLUTION: str                  # the module of the lab's own processors
     PROCESSORS: tuple[str, ...]    # what a solution module defines: stages.processors(STAGES), and any other part a candidate writes
     SPARK_CONF: dict[str, str]     # settings its queries start with (fixed in their checkpoint)
     SETTINGS: tuple[str, ...]      # the environment variables its settings read
     LOOKUP: Lookup | None          # a topic it asks the lookup service about; None: it asks none
     INTERVIEW: Interview
-    InMemory: type                 # STAGES in memory: a joinlab.in_memory.Chain with rows() and views()
+    InMemory: type                 # STAGES in memory: a joinlab.kit.in_memory.Chain with rows() and views()
+
+    def query(self, spark: SparkSession, kafka: Kafka, solution: ModuleType | None = None) -> DataStreamWriter:
+        """The query, Kafka to Kafka: readStream, `build`, writeStream (the runner names and starts it)."""
 
     def build(self, raw: DataFrame, solution: ModuleType | None = None) -> DataFrame:
-        """Raw Kafka rows in, sink rows (topic, key, value) out."""
+        """The query's heart: Kafka records in (the connector's columns), Kafka records (topic, key, value) out."""
 
     def actual(self, records: list) -> dict:
         """Key -> the view a consumer of the output topics keeps."""
@@ -92,6 +97,11 @@ def module_name(pattern: str) -> str:
         raise SystemExit(f"unknown pattern {pattern!r}; choose one of: {', '.join(PATTERNS) or 'none registered'}"
                          + ("" if PATTERNS else " (the lab is not installed: run make install)"))
     return pattern.replace("-", "_")
+
+
+def name(job: Job) -> str:
+    """The pattern whose parts `job` is: jobs.tweet_views -> tweet-views."""
+    return next(p for p, module in PATTERNS.items() if module == job.__name__)
 
 
 def job(pattern: str) -> Job:

@@ -46,7 +46,7 @@ CHECKPOINT_FILES = "spark.sql.streaming.checkpointFileManagerClass"
 CHECKPOINT_FILES_CONF = {CHECKPOINT_FILES: "org.apache.spark.sql.execution.streaming.checkpointing."
                                            "FileSystemBasedCheckpointFileManager"}
 # HotSpot never compiles a method of more than 8,000 bytes of bytecode: it stays interpreted. The
-# code Spark generates for parsing (joinlab.events) is such a method, so without this every record
+# code Spark generates for parsing (joinlab.kit.events) is such a method, so without this every record
 # would be parsed by the interpreter (docs/benchmarks.md). And, for the lab's memory budget
 # (docs/operations.md#memory): a heap that starts small, not at a 64th of the machine's memory,
 # and the serial collector, whose heap grows only as far as the live data needs.

@@ -4,7 +4,7 @@ Every number comes from the batch's StreamingQueryProgress, so watching costs th
 Records in per topic are the source's end minus start offsets, not numInputRows: that counts a
 source once per scan (a plan with two branches over a source may scan it twice) and sums its
 topics. Records out per topic, dead letters among them, are counted by Spark's `observe`
-(joinlab.job.start's `counted`) as the rows pass on to the sink, in the same scan: the sink's own `numOutputRows`
+(joinlab.runner.start's `counted`) as the rows pass on to the sink, in the same scan: the sink's own `numOutputRows`
 sums all topics, and is -1 for the Python sink.
 """
 from __future__ import annotations
@@ -18,7 +18,8 @@ import types
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable
 
-from joinlab.job import OBSERVED, as_dict, stop_between_batches
+from joinlab.kit.kafka import COUNTED
+from joinlab.runner import as_dict, stop_between_batches
 from joinlab.topics import own
 
 NO_WATERMARK = "1970-01-01T00:00:00.000Z"  # what Spark reports until the first event passes the delay
@@ -80,7 +81,7 @@ def batch_status(progress: Any, input_topics: Iterable[str], output_topics: Iter
                  dead_letter_topic: str | None) -> BatchStatus:
     p = as_dict(progress)
     spans = [offset_spans(source) for source in p.get("sources") or []]
-    written = (p.get("observedMetrics") or {}).get(OBSERVED) or {}
+    written = (p.get("observedMetrics") or {}).get(COUNTED) or {}
     duration_ms = p.get("batchDuration") or (p.get("durationMs") or {}).get("triggerExecution", 0)
     ops = p.get("stateOperators") or []
     valid = sum(sum(span.values()) for span in spans) - int(written.get(dead_letter_topic, 0))
@@ -156,7 +157,7 @@ def follow(query, job: types.ModuleType, label: str, shown: str, executors) -> N
     stderr when `executors()` (joinlab.spark.executors) says the job has had none for a while.
 
     Ctrl-C only sets a flag here, and the loop stops the query between batches
-    (joinlab.job.stop_between_batches), not in the middle of the client's call to the server."""
+    (joinlab.runner.stop_between_batches), not in the middle of the client's call to the server."""
     watcher = Watcher(job)
     interrupted = threading.Event()
     watch = ExecutorWatch(executors, label, lambda text: print(text, file=sys.stderr, flush=True))

@@ -17,7 +17,8 @@ from joinlab.config import topic_partitions, topic_prefix
 
 
 @dataclass(frozen=True)
-class Record:
+class Consumed:
+    """A record read back from the broker (a record to produce is joinlab.generate.Record)."""
     topic: str
     partition: int
     offset: int
@@ -49,13 +50,13 @@ def addressed(records: Iterable) -> Iterator:
     return iter(records) if not prefix else (replace(r, topic=prefix + r.topic) for r in records)
 
 
-def named(records: Iterable[Record]) -> list[Record]:
+def named(records: Iterable[Consumed]) -> list[Consumed]:
     """Records read from this participant's topics, named as the pattern names its topics."""
     prefix = topic_prefix()
     return [replace(r, topic=r.topic.removeprefix(prefix)) if prefix else r for r in records]
 
 
-def read_own(bootstrap: str, topics: Iterable[str], upto: dict | None = None) -> list[Record]:
+def read_own(bootstrap: str, topics: Iterable[str], upto: dict | None = None) -> list[Consumed]:
     """`read_topics` of this participant's `topics` (the pattern's names), named as the pattern names them."""
     return named(read_topics(bootstrap, owned(topics), upto))
 
@@ -116,7 +117,7 @@ def records_on(bootstrap: str, topics: Iterable[str]) -> int:
         return sum(end_offsets(consumer, partitions_of(consumer, topics)).values())
 
 
-def read_topics(bootstrap: str, topics: Iterable[str], upto: dict | None = None) -> list[Record]:
+def read_topics(bootstrap: str, topics: Iterable[str], upto: dict | None = None) -> list[Consumed]:
     """Every record of `topics`, from the beginning to the true end at call time, or to the offsets
     `upto` ({topic: {partition: offset}}, as Spark's Kafka source gives them) where it names one."""
     with closing(plain_consumer(bootstrap)) as consumer:
@@ -128,13 +129,13 @@ def read_topics(bootstrap: str, topics: Iterable[str], upto: dict | None = None)
 
 
 def _read(consumer: KafkaConsumer, starts: dict[TopicPartition, int], ends: dict[TopicPartition, int],
-          timeout_s: float) -> list[Record]:
+          timeout_s: float) -> list[Consumed]:
     """The records of each partition from its start up to (not including) its end offset."""
     consumer.assign(list(starts))
     for tp, start in starts.items():
         consumer.seek(tp, start)
     pending = {tp for tp, start in starts.items() if ends[tp] > start}
-    out: list[Record] = []
+    out: list[Consumed] = []
     deadline = time.monotonic() + timeout_s
     while pending:
         if time.monotonic() > deadline:
@@ -171,7 +172,7 @@ class NoSuchTopic(LookupError):
 
 
 def tail(bootstrap: str, topic: str, n: int = 10, from_beginning: bool = False,
-         follow: bool = False) -> Iterator[Record]:
+         follow: bool = False) -> Iterator[Consumed]:
     """The last `n` records of `topic` (every record with `from_beginning`), oldest first by Kafka
     timestamp across partitions; with `follow`, then every new record as it arrives (until the
     caller stops iterating)."""
@@ -196,11 +197,11 @@ def tail(bootstrap: str, topic: str, n: int = 10, from_beginning: bool = False,
                 yield from map(_record, records)
 
 
-def _record(r) -> Record:
-    return Record(r.topic, r.partition, r.offset, r.key, r.value, r.timestamp)
+def _record(r) -> Consumed:
+    return Consumed(r.topic, r.partition, r.offset, r.key, r.value, r.timestamp)
 
 
-def describe(record: Record, compact: bool = False) -> str:
+def describe(record: Consumed, compact: bool = False) -> str:
     """A record for a person: where it is and when, its key, then its value as indented JSON
     (one line with `compact`); a dead letter leads with its reason and the record it rejected."""
     when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(record.timestamp_ms / 1000))

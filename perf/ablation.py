@@ -15,11 +15,12 @@ import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from joinlab import patterns, solutions
+from joinlab import patterns
+from joinlab.kit import solutions
 from perf.bench.batches import run_job
 from perf.bench.table import STEADY_PER_TRIGGER, TINY_PER_TRIGGER
 from joinlab.generate import send
-from joinlab.job import session_conf
+from joinlab.runner import session_conf
 from joinlab.spark import CHECKPOINT_FILES, STATE_STORE_CONF
 from perf.common import lab, log, send_events
 

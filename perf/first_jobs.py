@@ -24,7 +24,7 @@ PARTS = ("triggerExecution", "queryPlanning", "latestOffset", "addBatch", "walCo
 
 _ONE_RUN = """
 import json, sys
-from joinlab import job as runner, patterns
+from joinlab import patterns, runner
 from joinlab.spark import session
 from joinlab.status import as_dict
 spark = session("first-jobs")

@@ -14,9 +14,10 @@ import argparse
 import json
 import time
 
-from jobs.tweet_views.job import USERS_TOPIC, retention
+from jobs.tweet_views.given import retention
+from jobs.tweet_views.job import USERS_TOPIC
 from jobs.tweet_views.solution import TweetViewsProcessor
-from joinlab.events import parse_time
+from joinlab.kit.events import parse_time
 from joinlab.generate import Disorder, Record
 
 

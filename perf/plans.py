@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 
 from joinlab import patterns
-from joinlab.job import read_kafka
+from joinlab.kit.kafka import Kafka, read
 from joinlab.spark import session
 
 NORMALISE = [(r"#\d+L?", "#"), (r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", "UUID"),
@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     spark = session("plans")
     for pattern in patterns.PATTERNS:
         job = patterns.job(pattern)
-        raw = read_kafka(spark, "127.0.0.1:9", job.INPUT_TOPICS, starting="earliest")  # never read: not started
+        raw = read(spark, Kafka("127.0.0.1:9"), job.INPUT_TOPICS)  # never read: not started
         plan = analysed(job.build(raw))
         for found, instead in NORMALISE:
             plan = re.sub(found, instead, plan)

@@ -38,7 +38,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import NamedTuple
 
-from joinlab import job as runner
+from joinlab import runner
 from joinlab import patterns
 from joinlab import spark as lab_spark
 from joinlab.broker import EmbeddedBroker

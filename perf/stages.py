@@ -25,7 +25,7 @@ from joinlab import patterns
 from perf.bench.batches import PHASES, BatchStats, run_batches, run_job
 from perf.bench.table import STEADY_PER_TRIGGER, TINY_PER_TRIGGER
 from joinlab.generate import send
-from joinlab.job import configured, services
+from joinlab.runner import configured, services
 from perf.common import lab, log, send_events
 
 
@@ -37,7 +37,7 @@ def stage_pipelines(job: ModuleType) -> dict[str, Callable[[DataFrame], tuple[Da
     """name -> raw -> (frame, to_kafka): tweet views' plan cut after each stage. Every pipeline reads
     the same topics with the same limit, so the differences between their batch times are the
     stages' costs (parse includes the second scan of the source, for the dead letters)."""
-    from joinlab.events import parse_events
+    from joinlab.kit.events import parse_events
 
     def parsed(raw):
         return parse_events(raw, [job.USERS, job.TWEETS], job.DEAD_LETTERS_TOPIC, job="tweet-views")
@@ -55,17 +55,17 @@ def stage_pipelines(job: ModuleType) -> dict[str, Callable[[DataFrame], tuple[Da
     return {"source -> noop": lambda raw: (raw, False),
             "source -> parse -> noop": parse,
             "source -> parse -> Kafka sink (no state)": parse_sink,
-            "source -> parse -> transformWithState -> noop": lambda raw: (job.join_views(parsed(raw).events), False)}
+            "source -> build (parse, shuffle, transformWithState) -> noop": lambda raw: (job.build(raw), False)}
 
 
 def run_pipeline(spark, job: ModuleType, frame_of: Callable, bootstrap: str, checkpoint: Path, label: str,
                  timeout_s: float) -> BatchStats:
-    from joinlab.job import kafka_sink, read_kafka
+    from joinlab.kit.kafka import Kafka, read
 
     def start():
-        raw = read_kafka(spark, bootstrap, job.INPUT_TOPICS, max_offsets_per_trigger=TINY_PER_TRIGGER)
-        frame, to_kafka = frame_of(raw)
-        writer = kafka_sink(frame, bootstrap, str(checkpoint)) if to_kafka else _noop(frame, checkpoint)
+        kafka = Kafka(bootstrap, str(checkpoint), max_offsets_per_trigger=TINY_PER_TRIGGER)
+        frame, to_kafka = frame_of(read(spark, kafka, job.INPUT_TOPICS))
+        writer = frame.writeStream.format("kafka").options(**kafka.sink()) if to_kafka else _noop(frame, checkpoint)
         with configured(spark, job):
             return writer.outputMode("append").trigger(availableNow=True).start()
     return run_batches(label, start, timeout_s)
@@ -115,7 +115,8 @@ def format_stages(stages: dict[str, BatchStats]) -> str:
     diffs = [("source (read tasks, Kafka fetch)", by.get("source -> noop")),
              ("+ parse and dead letters (2nd scan)", minus("source -> parse -> noop", "source -> noop")),
              ("+ Kafka sink", minus("source -> parse -> Kafka sink (no state)", "source -> parse -> noop")),
-             ("+ transformWithState", minus("source -> parse -> transformWithState -> noop", "source -> parse -> noop"))]
+             ("+ shuffle, transformWithState", minus("source -> build (parse, shuffle, transformWithState) -> noop",
+                                                  "source -> parse -> noop"))]
     return "\n".join([f"Where a tiny batch's time goes (tweet views, {TINY_PER_TRIGGER} records per trigger; median ms; "
                       "phases are Spark's durationMs, state = the transformWithState operator's own timers)",
                       f"  {'pipeline':<46} {'batch':>6} " + " ".join(f"{p:>13}" for p in PHASES)

@@ -14,7 +14,7 @@ from typing import Iterator, NamedTuple
 from pyspark.sql import Row
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
-from joinlab.named_state import ddl, load
+from joinlab.kit.typed_state import ddl, load
 
 
 class Profile(NamedTuple):

@@ -1,12 +1,12 @@
 """Batch references: what the right answer is, computed in plain Python from the input topics.
 
-What every reference starts from, beside the jobs' own rules of validity (joinlab.events): the
+What every reference starts from, beside the jobs' own rules of validity (joinlab.kit.events): the
 valid events with the highest version per key, and Spark's watermark as a stream-stream join
 meets each event.
 """
 from __future__ import annotations
 
-from joinlab.events import EventSchema, micros, valid_events
+from joinlab.kit.events import EventSchema, micros, valid_events
 
 
 def latest_events(records, keys: list[tuple[EventSchema, str]], version: str) -> dict[str, dict]:

@@ -24,7 +24,8 @@ from datetime import timedelta
 
 from references import join_watermarks
 from jobs.ad_clicks.given import ATTRIBUTION, DELAY
-from jobs.ad_clicks.job import CLICKS, IMPRESSIONS, actual, version, view  # noqa: F401 (the output contract)
+from jobs.ad_clicks.job import CLICKS, IMPRESSIONS
+from jobs.ad_clicks.consumer import actual, version, view  # noqa: F401 (the output contract)
 
 _MICRO = timedelta(microseconds=1)
 DELAY_US, ATTRIBUTION_US = DELAY // _MICRO, ATTRIBUTION // _MICRO

@@ -9,12 +9,13 @@ retracts; that record must be the reference's ADD view.
 from __future__ import annotations
 
 from references import latest_events
-from joinlab.topics import Record
-from jobs.car_pollution.job import (ADD, ARRIVALS, READINGS, actual, parse_output, version,  # noqa: F401 (output contract)
-                                view)
+from joinlab.topics import Consumed
+from jobs.car_pollution.given import ADD
+from jobs.car_pollution.job import ARRIVALS, READINGS
+from jobs.car_pollution.consumer import actual, parse_output, version, view  # noqa: F401 (output contract)
 
 
-def latest(records: list[Record]) -> tuple[dict[int, dict], dict[int, dict]]:
+def latest(records: list[Consumed]) -> tuple[dict[int, dict], dict[int, dict]]:
     """(latest arrival per car, latest reading per zone); invalid records are skipped."""
     tables = latest_events(records, [(ARRIVALS, "car_id"), (READINGS, "zone_id")], "seq")
     return tables[ARRIVALS.topic], tables[READINGS.topic]
@@ -29,7 +30,7 @@ def car_view(car: dict, zone_id: int, reading: dict | None) -> dict:
                  "reading_time": reading.get("event_time")})
 
 
-def expected(records: list[Record]) -> dict[int, dict]:
+def expected(records: list[Consumed]) -> dict[int, dict]:
     cars, zones = latest(records)
     return {car_id: car_view(car, car["to_zone_id"], zones.get(car["to_zone_id"]))
             for car_id, car in cars.items()}

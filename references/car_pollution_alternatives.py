@@ -18,8 +18,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from joinlab.events import valid_events
-from joinlab.topics import Record
+from joinlab.kit.events import valid_events
+from joinlab.topics import Consumed
 from jobs.car_pollution.job import ARRIVALS, READINGS
 from references.car_pollution import car_view, expected
 from references.car_pollution import version as view_version
@@ -56,13 +56,13 @@ class Result:
         return self
 
 
-def _events(records: list[Record]):
+def _events(records: list[Consumed]):
     """Valid events in arrival order, as (is_arrival, event)."""
     for schema, event in valid_events(records, [ARRIVALS, READINGS]):
         yield schema is ARRIVALS, event
 
 
-def naive(records: list[Record]) -> Result:
+def naive(records: list[Consumed]) -> Result:
     result, cars, table = Result("naive stream-to-table join"), {}, {}
     for is_arrival, e in _events(records):
         result.events += 1
@@ -80,7 +80,7 @@ def naive(records: list[Record]) -> Result:
     return result
 
 
-def correct(records: list[Record], wide: bool, keep_views: bool = True) -> Result:
+def correct(records: list[Consumed], wide: bool, keep_views: bool = True) -> Result:
     """The job's semantics; `wide` stores each zone as one row rewritten on every change.
     keep_views=False only counts the outputs (a reading's fan-out is most of the time)."""
     result = Result("wide-row join (zone -> all its cars)" if wide else "tall join (this job)")
@@ -135,7 +135,7 @@ def correct(records: list[Record], wide: bool, keep_views: bool = True) -> Resul
     return result
 
 
-def compare(records: list[Record]) -> list[Result]:
+def compare(records: list[Consumed]) -> list[Result]:
     """The three designs on the same records, each scored against the batch reference."""
     want = expected(records)
     return [r.score(want) for r in (correct(records, wide=False), correct(records, wide=True), naive(records))]

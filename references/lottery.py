@@ -16,9 +16,9 @@ are a mismatch.
 """
 from __future__ import annotations
 
-from joinlab.events import micros, moment, produced_at, validate
-from jobs.lottery.job import (LOTTERY_EVENTS, USER_EVENTS, actual, parse_output, version,  # noqa: F401 (output contract)
-                          winner_key)
+from joinlab.kit.events import micros, moment, produced_at, validate
+from jobs.lottery.job import LOTTERY_EVENTS, USER_EVENTS
+from jobs.lottery.consumer import actual, parse_output, version, winner_key  # noqa: F401 (output contract)
 from jobs.lottery.rules import (ALREADY_STARTED, BOUGHT, INACTIVE, LATE, NO_COUPON, NON_POSITIVE, STARTED, WINDOW_US,
                                 Settings, draw, message, order_key, settings, window_start)
 

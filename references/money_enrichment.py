@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import json
 
-from jobs.money_enrichment.job import (ENRICHED_TOPIC, SCHEMAS, SESSIONS_TOPIC, TRANSACTIONS_TOPIC, USERS_TOPIC,
-                                  actual, parse_output, version)  # noqa: F401 (the output contract)
+from jobs.money_enrichment.job import ENRICHED_TOPIC, SCHEMAS, SESSIONS_TOPIC, TRANSACTIONS_TOPIC, USERS_TOPIC
+from jobs.money_enrichment.consumer import actual, parse_output, version  # noqa: F401 (the output contract)
 from jobs.money_enrichment.rules import LOOKUP, Settings, settings, tx_order, user_as_of
-from joinlab.events import micros, moment, timer_ms, valid_events
+from joinlab.kit.events import micros, moment, timer_ms, valid_events
 
 
 def _first_read(records, topic: str, key: str) -> dict:

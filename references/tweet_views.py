@@ -9,19 +9,21 @@ from __future__ import annotations
 
 from bisect import bisect_right
 
-from joinlab.events import parse_time, valid_events
+from joinlab.kit.events import parse_time, valid_events
 from references import latest_events
-from joinlab.topics import Record
-from jobs.tweet_views.job import TWEETS, USERS, actual, retention, version, view  # noqa: F401 (the output contract)
+from joinlab.topics import Consumed
+from jobs.tweet_views.given import retention
+from jobs.tweet_views.job import TWEETS, USERS
+from jobs.tweet_views.consumer import actual, version, view  # noqa: F401 (the output contract)
 
 
-def latest(records: list[Record]) -> tuple[dict[int, dict], dict[int, dict]]:
+def latest(records: list[Consumed]) -> tuple[dict[int, dict], dict[int, dict]]:
     """(users by id, tweets by id), each at its highest version; invalid records are skipped."""
     tables = latest_events(records, [(USERS, "user_id"), (TWEETS, "tweet_id")], "version")
     return tables[USERS.topic], tables[TWEETS.topic]
 
 
-def expected(records: list[Record]) -> dict[int, dict]:
+def expected(records: list[Consumed]) -> dict[int, dict]:
     tweets = latest_events(records, [(TWEETS, "tweet_id")], "version")[TWEETS.topic]
     keep = retention()
     versions: dict[int, tuple[list, list]] = {}  # per user: event times in order, the best version up to each
@@ -41,7 +43,7 @@ def expected(records: list[Record]) -> dict[int, dict]:
     return out
 
 
-def _by_user(records: list[Record]) -> dict[int, list]:
+def _by_user(records: list[Consumed]) -> dict[int, list]:
     by: dict[int, list] = {}
     for _, user in valid_events(records, [USERS]):
         by.setdefault(user["user_id"], []).append((parse_time(user["event_time"]), user))

@@ -38,9 +38,9 @@ from pyspark.sql import functions as F
 
 from joinlab import microbatch
 from joinlab.config import duration_ms
-from joinlab.events import micros, moment, parse_events, valid_events
+from joinlab.kit.events import micros, moment, parse_events, valid_events
 from references import join_watermarks
-from joinlab.in_memory import last_by_version
+from joinlab.kit.in_memory import last_by_version
 from jobs.tweet_views import job
 from jobs.tweet_views.job import DEAD_LETTERS_TOPIC, TWEETS, TWEETS_TOPIC, USERS, USERS_TOPIC, VIEWS_TOPIC
 from references.tweet_views import actual, expected, retention, version, view
@@ -124,7 +124,7 @@ class Join:
         return f"Spark's join, range ±{self.range}"
 
     def build(self, raw: DataFrame) -> DataFrame:
-        """Raw Kafka rows in, the view records out, in the job's record shape (job.view_records)."""
+        """Raw Kafka rows in, the view records out, in the job's record shape (job.output_records)."""
         events = parse_events(raw, [USERS, TWEETS], DEAD_LETTERS_TOPIC, job="tweet-views-builtin").events
         tweets = (events.where(F.col("topic") == TWEETS_TOPIC)
                   .select("tweet_id", F.col("user_id").alias("author_id"), F.col("version").alias("tweet_version"),
@@ -134,7 +134,7 @@ class Join:
                  .select("user_id", F.col("version").alias("user_version"), "name", "handle",
                          F.col("event_time").alias("user_time"))
                  .withWatermark("user_time", self.watermark))
-        return job.view_records(tweets.join(users, F.expr(self.condition), "inner"))
+        return job.output_records(tweets.join(users, F.expr(self.condition), "inner"))
 
 
 # --- What Spark's join does, from the events: the causes -----------------------------------------

@@ -161,7 +161,7 @@ def stop_mid_stream_and_resume(spark, job, bootstrap: str, checkpoint: str, max_
                                batches: int = 3, timeout_s: float = 240):
     """Run `job` until `batches` micro-batches are done, stop it, resume it from the checkpoint
     until it has caught up; returns the resumed query (it must continue, not start again)."""
-    from joinlab import job as runner
+    from joinlab import runner
     query = runner.start(spark, job, bootstrap, checkpoint, max_offsets_per_trigger=max_offsets_per_trigger)
     wait_for(lambda: query.lastProgress and query.lastProgress["batchId"] >= batches - 1, timeout_s,
              f"{batches} micro-batches")
@@ -173,7 +173,7 @@ def stop_mid_stream_and_resume(spark, job, bootstrap: str, checkpoint: str, max_
 
 def run_job_to_end(spark, job, bootstrap: str, checkpoint, **kwargs):
     """Run `job` until it has caught up (Trigger.AvailableNow); it must end without an error."""
-    from joinlab import job as runner
+    from joinlab import runner
     query = runner.start(spark, job, bootstrap, str(checkpoint), available_now=True, **kwargs)
     query.awaitTermination()
     assert query.exception() is None
@@ -212,7 +212,7 @@ def kill_group(process: subprocess.Popen) -> None:
 
 def checkpoint_declaring(path, *operators: list[str]) -> str:
     """A checkpoint folder whose transformWithState operators declare the state names `operators`
-    (their metadata files only, as joinlab.job reads them)."""
+    (their metadata files only, as joinlab.runner reads them)."""
     for op, names in enumerate(operators):
         meta = path / "state" / str(op) / "_metadata" / "v2"
         meta.mkdir(parents=True)

@@ -19,7 +19,7 @@ those of the Kafka source. Partitions are assigned by key (`partitions` per topi
 offsets count per topic-partition in list order. `timestamp` is when the records were handed to
 the source (`encode`) plus the record's position in the list in milliseconds: the arrival order,
 as the batch references read it, at a time the events' own times are not in the future of (the
-watermark guard in joinlab.events).
+watermark guard in joinlab.kit.events).
 """
 from __future__ import annotations
 

@@ -9,9 +9,11 @@ import json
 
 import pytest
 
-import jobs.ad_clicks.job as ad
+import jobs.ad_clicks as ad
+from jobs.ad_clicks.consumer import actual
+from jobs.ad_clicks.in_memory import InMemory
 from generators.ad_clicks import generate
-from joinlab import job as runner
+from joinlab import runner
 from joinlab.generate import Disorder, Record, send
 from joinlab.topics import create_topics, read_topics
 from joinlab.verify import verify
@@ -39,7 +41,7 @@ def click(click_id: int, impression_id: int, seconds: int) -> Record:
 
 
 def views_of(bootstrap) -> dict:
-    return ad.actual(read_topics(bootstrap, [ad.OUTPUT_TOPIC]))
+    return actual(read_topics(bootstrap, [ad.OUTPUT_TOPIC]))
 
 
 def progress_sum(query, field: str) -> int:
@@ -142,7 +144,7 @@ def test_the_fast_stage_runs_spark_and_equals_the_reference(spark):
     """The grader's fast stage for this pattern is the job's query on a local file source, a
     micro-batch per list of records: for any cut of the arrival order, the reference's views."""
     records = generate(3, 600, disorder=WITHIN_THE_DELAY)
-    pipeline = ad.InMemory()
+    pipeline = InMemory()
     views = pipeline.views(pipeline.run([records[i:i + 120] for i in range(0, len(records), 120)]))
     assert views == reference.expected(records)
     assert sum(v["click_id"] is None for v in views.values()) > 50 and sum(v["click_id"] is not None for v in views.values()) > 50

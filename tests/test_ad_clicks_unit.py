@@ -12,9 +12,9 @@ import pytest
 from generators.ad_clicks import FIRST_CLICK_ID, FIRST_IMPRESSION_ID, generate
 from jobs.ad_clicks.given import ATTRIBUTION, DELAY
 from jobs.ad_clicks.job import CLICKS_TOPIC, IMPRESSIONS_TOPIC, OUTPUT_TOPIC
-from joinlab.events import micros
+from joinlab.kit.events import micros
 from joinlab.generate import Disorder, Record
-from joinlab.topics import Record as ReadBack
+from joinlab.topics import Consumed
 from references.ad_clicks import arrivals, expected, final_watermark_ms, late, notes
 
 T = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -115,8 +115,8 @@ def test_duplicates_give_one_view_and_of_two_clicks_the_later_one_is_kept():
 def test_records_of_one_kafka_timestamp_arrive_together():
     """Read back from topics, records carry their Kafka timestamp: those of one timestamp reach one
     micro-batch, so none of them moves the watermark for another."""
-    def read(record: Record, second: int) -> ReadBack:  # produced `second` s after T (not before its event time)
-        return ReadBack(record.topic, 0, 0, record.key, record.value, micros(T) // 1000 + second * 1000)
+    def read(record: Record, second: int) -> Consumed:  # produced `second` s after T (not before its event time)
+        return Consumed(record.topic, 0, 0, record.key, record.value, micros(T) // 1000 + second * 1000)
     early = [read(impression(1, 0), 50), read(impression(2, 40), 60), read(click(201, 2, 45), 60)]
     assert late(early + [read(click(101, 1, 20), 60)]) == [], "with the events that move the watermark: on time"
     assert [a.event["click_id"] for a in late(early + [read(click(101, 1, 20), 61)])] == [101]
@@ -131,7 +131,7 @@ def test_notes_count_the_output_s_clicked_and_unclicked_impressions():
     def out(impression_id, click_id):
         view = {"impression_id": impression_id, "ad_id": 7, "placement": "news/feed", "impression_time": at(0),
                 "click_id": click_id, "click_time": click_id and at(5)}
-        return ReadBack(OUTPUT_TOPIC, 0, 0, str(impression_id).encode(), json.dumps(view).encode(), 1)
+        return Consumed(OUTPUT_TOPIC, 0, 0, str(impression_id).encode(), json.dumps(view).encode(), 1)
     assert notes([out(1, 101), out(2, None), out(3, None)]) == [
         "1 impressions with their click, 2 emitted unclicked (once the watermark passed them by 60 s)"]
     assert notes([]) == []

@@ -47,7 +47,8 @@ def test_the_ceiling_table_puts_each_pattern_beside_its_job_with_processors_that
 def test_processors_that_do_nothing_stand_in_for_every_pattern_s_read_their_rows_and_keep_and_emit_nothing():
     from pyspark.sql import Row
     from pyspark.sql.streaming.tws_tester import TwsTester
-    from joinlab import patterns, solutions
+    from joinlab import patterns
+    from joinlab.kit import solutions
     from perf.bench.ceiling import Nothing, solution
     for pattern in patterns.PATTERNS:
         job = patterns.job(pattern)

@@ -9,8 +9,11 @@ import pytest
 
 from generators.car_pollution import generate
 from joinlab.generate import Disorder
-from jobs.car_pollution.job import ADD, ARRIVALS, DEL, READINGS, event_row
-from jobs.car_pollution.job import InMemory as Pipeline
+from jobs.car_pollution.given import ADD
+from jobs.car_pollution.job import ARRIVALS, READINGS
+from jobs.car_pollution.given import DEL
+from jobs.car_pollution.in_memory import event_row
+from jobs.car_pollution.in_memory import InMemory as Pipeline
 from references import car_pollution as reference
 
 T = datetime(2026, 1, 1, tzinfo=timezone.utc)

@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from joinlab import job as runner
+from joinlab import runner
 from joinlab import patterns
 from joinlab.generate import Disorder, send
 from joinlab.topics import create_topics, read_topics, records_on

@@ -65,7 +65,7 @@ def test_describe_refuses_a_var_no_operator_declares_before_reading_any(monkeypa
 
     import pandas as pd
 
-    from joinlab import state
+    from joinlab import checkpoint_state as state
     props = [json.dumps({"stateVariables": [{"stateName": n, "stateVariableType": "ValueState"} for n in names]})
              for names in (["users", "txs"], ["joining"])]
     operators = pd.DataFrame({"operatorId": [0, 1], "operatorName": ["tws", "tws"], "operatorProperties": props,
@@ -84,7 +84,7 @@ def test_describe_prints_each_side_of_a_stream_stream_join(monkeypatch):
     statestore source reads with the option joinSide. The metadata lists the join once per store."""
     import pandas as pd
 
-    from joinlab import state
+    from joinlab import checkpoint_state as state
     stores = ["left-keyToNumValues", "left-keyWithIndexToValue", "right-keyToNumValues", "right-keyWithIndexToValue"]
     operators = pd.DataFrame({"operatorId": [0] * 4, "operatorName": [state.JOIN] * 4, "stateStoreName": stores,
                               "operatorProperties": [None] * 4, "maxBatchId": [7] * 4})

@@ -1,13 +1,14 @@
-"""The watermark guard of the shared parse (joinlab.events): an event stamped beyond its record's
+"""The watermark guard of the shared parse (joinlab.kit.events): an event stamped beyond its record's
 Kafka timestamp + $LAB_MAX_EVENT_SKEW is dead-lettered, by Spark and by the plain-Python
 validator alike, for every pattern's schemas; old data passes unchanged."""
+import importlib
 import json
 from datetime import datetime, timedelta, timezone
 
 import pytest
 
 from joinlab import patterns
-from joinlab.events import EVENT_TIME, Skew, parse_events, validate
+from joinlab.kit.events import EVENT_TIME, Skew, parse_events, validate
 
 PRODUCED = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
 PRODUCED_MS = int(PRODUCED.timestamp() * 1000)
@@ -36,7 +37,7 @@ def at(body: dict, when: datetime) -> bytes:
 
 def test_the_bound_is_the_records_timestamp_plus_the_skew(monkeypatch):
     monkeypatch.setenv("LAB_MAX_EVENT_SKEW", "10 minutes")
-    schema = patterns.job("lottery").LOTTERY_EVENTS
+    schema = importlib.import_module("jobs.lottery.job").LOTTERY_EVENTS
     body = {"event_id": "s1", "type": "LotteryStarted", "lottery_id": 1}
     skew = Skew.configured()
     assert skew.reason == ("invalid field: event_time (more than 10 minutes after the record was produced; "

@@ -14,7 +14,7 @@ from jobs.money_enrichment.job import SESSIONS_TOPIC, TRANSACTIONS_TOPIC
 from jobs.money_enrichment.job import USERS_TOPIC as MONEY_USERS_TOPIC
 from jobs.money_enrichment.rules import TYPES
 from jobs.tweet_views.job import TWEETS_TOPIC, USERS_TOPIC
-from joinlab.events import parse_time, validate
+from joinlab.kit.events import parse_time, validate
 from joinlab.generate import MALFORMED_KINDS, Disorder, Event, arrange, iso, summary
 
 MESSY = Disorder(delayed=0.3, max_delay_s=5.0, duplicates=0.05, malformed=0.02)

@@ -239,7 +239,7 @@ def test_the_live_stage_catches_what_the_scenarios_let_through_and_tells_each_ke
 
 
 def test_the_live_stage_refuses_a_broker_whose_topics_already_hold_records(monkeypatch, bootstrap):
-    from joinlab import solutions
+    from joinlab.kit import solutions
     from joinlab.generate import Record, send
     from joinlab.interview import live
     send(bootstrap, [Record("users", b"1", b"{}", "event")], progress=False)
@@ -368,16 +368,16 @@ def test_the_workspace_grades_on_its_own_the_stub_fails_and_a_right_answer_passe
 def test_a_live_failure_tells_each_failed_key_s_story_its_input_by_batch_and_the_restart():
     """Pure: the progress of the two runs and the input topics as read back, no Spark."""
     from joinlab.interview.live import stories
-    from joinlab.topics import Record
+    from joinlab.topics import Consumed
     from joinlab.verify import compare
 
     def progress(batch, start, end):
         return {"batchId": batch, "sources": [{"startOffset": start and json.dumps({"tweets": {"0": start}}),
                                                "endOffset": json.dumps({"tweets": {"0": end}, "users": {"0": 1}})}]}
-    inputs = [Record("users", 0, 0, b"1", b'{"user_id":1,"version":1}', 1),
-              Record("tweets", 0, 0, b"10", b'{"tweet_id":10,"user_id":1,"version":1}', 2),
-              Record("tweets", 0, 1, b"11", b'{"tweet_id":11,"user_id":1,"version":1}', 3),
-              Record("tweets", 0, 2, b"12", b'{"tweet_id":12,"user_id":2,"version":1}', 4)]
+    inputs = [Consumed("users", 0, 0, b"1", b'{"user_id":1,"version":1}', 1),
+              Consumed("tweets", 0, 0, b"10", b'{"tweet_id":10,"user_id":1,"version":1}', 2),
+              Consumed("tweets", 0, 1, b"11", b'{"tweet_id":11,"user_id":1,"version":1}', 3),
+              Consumed("tweets", 0, 2, b"12", b'{"tweet_id":12,"user_id":2,"version":1}', 4)]
     expect = {"10": {"tweet_id": 10, "user_id": 1, "tweet_version": 1, "user_version": 1},
               "11": {"tweet_id": 11, "user_id": 1, "tweet_version": 1, "user_version": 1}}
     got = {"11": {"tweet_id": 11, "user_id": 1, "tweet_version": 1, "user_version": 0}}

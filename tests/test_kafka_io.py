@@ -6,7 +6,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from joinlab.patterns import PATTERNS
-from joinlab.job import read_kafka
+from joinlab.kit.kafka import Kafka, read
 from joinlab.status import as_dict
 from joinlab.topics import create_topics, producer, read_topics
 
@@ -44,7 +44,7 @@ def test_headers_and_explicit_starting_offsets(spark, bootstrap):
 def test_stream_rate_limit_makes_several_batches_and_the_sink_writes_them_all(spark, bootstrap, tmp_path):
     produce(bootstrap, "in", 1200)
     create_topics(bootstrap, ["out"])
-    stream = read_kafka(spark, bootstrap, ["in"], max_offsets_per_trigger=250)
+    stream = read(spark, Kafka(bootstrap, max_offsets_per_trigger=250), ["in"])
     query = (stream.select(F.lit("out").alias("topic"), "key", "value").writeStream
              .format("kafka").option("kafka.bootstrap.servers", bootstrap)
              .option("checkpointLocation", str(tmp_path / "cp")).trigger(availableNow=True).start())
@@ -68,7 +68,7 @@ def test_sink_topic_option_and_a_clear_error_without_any_topic(spark, bootstrap)
 
 def _copy_in_to_out(spark, bootstrap, checkpoint, fail_on_data_loss=True):
     create_topics(bootstrap, ["out"])
-    query = (read_kafka(spark, bootstrap, ["in"], fail_on_data_loss=fail_on_data_loss)
+    query = (read(spark, Kafka(bootstrap, fail_on_data_loss=fail_on_data_loss), ["in"])
              .select(F.lit("out").alias("topic"), "key", "value").writeStream.format("kafka")
              .option("kafka.bootstrap.servers", bootstrap).option("checkpointLocation", str(checkpoint))
              .trigger(availableNow=True).start())
@@ -79,11 +79,11 @@ def _copy_in_to_out(spark, bootstrap, checkpoint, fail_on_data_loss=True):
 
 def test_a_recreated_topic_fails_loudly_in_one_line_or_carries_on_from_what_exists(spark, bootstrap, tmp_path):
     """After `in` is deleted and created again with fewer records, the checkpoint's offsets point
-    past its log. The query must stop and `joinlab.job.failure` says so in one line naming the
+    past its log. The query must stop and `joinlab.runner.failure` says so in one line naming the
     partition, the offsets and --reset (failOnDataLoss=true), or, with failOnDataLoss=false, it
     reads on from what exists."""
     from kafka import KafkaAdminClient
-    from joinlab.job import failure
+    from joinlab.runner import failure
     from tests.conftest import wait_for
     checkpoint = tmp_path / "cp"
     produce(bootstrap, "in", 30)
@@ -107,9 +107,9 @@ def test_a_recreated_topic_fails_loudly_in_one_line_or_carries_on_from_what_exis
 @pytest.mark.parametrize("pattern", list(PATTERNS))
 def test_each_pattern_reads_each_kafka_record_once_per_micro_batch(spark, bootstrap, tmp_path, pattern):
     """Valid events and dead letters are two branches of a job's plan; both read one shuffle
-    (joinlab.events.parse_events), so Spark's count of rows read from the source is the number of
+    (joinlab.kit.events.parse_events), so Spark's count of rows read from the source is the number of
     records the batch took from Kafka, not twice it."""
-    from joinlab import job as runner
+    from joinlab import runner
     from joinlab import patterns
     from joinlab.status import offset_spans
     from tests.conftest import run_job_to_end
@@ -130,7 +130,7 @@ def test_each_pattern_reads_each_kafka_record_once_per_micro_batch(spark, bootst
 
 def test_a_job_on_topics_of_its_own_sees_each_record_under_its_topics_name_and_equals_the_reference(
         spark, bootstrap, tmp_path):
-    """`make up`'s warm-up runs each job on topics of its own (joinlab.job.start's input_prefix and
+    """`make up`'s warm-up runs each job on topics of its own (joinlab.runner.start's input_prefix and
     output_prefix): the job reads them as the pattern's topics, so its output there equals the
     pattern's reference, dead letters included, and nothing goes to the pattern's own topics."""
     from dataclasses import replace

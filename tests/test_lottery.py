@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-import jobs.lottery.job as lottery
+import jobs.lottery as lottery
 from generators.lottery import generate
 from jobs.lottery.rules import ALREADY_STARTED, INACTIVE, LATE, NO_COUPON, NON_POSITIVE
-from joinlab import job as runner
+from joinlab import runner
 from joinlab.generate import Disorder, Record, send
 from joinlab.topics import create_topics, read_topics
 from joinlab.verify import verify
@@ -130,7 +130,7 @@ def test_an_event_from_the_future_is_dead_lettered_and_never_makes_valid_events_
     """One LotteryStarted stamped years ahead would move the watermark past every real event: each
     click after it would be rejected as late. The guard dead-letters it instead (its time is beyond
     the record's Kafka timestamp + $LAB_MAX_EVENT_SKEW), so the next micro-batch's click wins."""
-    from joinlab.events import Skew
+    from joinlab.kit.events import Skew
     setup_topics(bootstrap)
     poison = Record(lottery.LOTTERY_TOPIC, b"9", json.dumps(
         {"event_id": "future", "type": "LotteryStarted", "lottery_id": 9,

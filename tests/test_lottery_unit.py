@@ -1,5 +1,5 @@
 """Pure-logic tests of the three lottery stages with pyspark's in-memory TwsTester: no Spark
-session, no broker. `Pipeline` (joinlab.in_memory) runs the stages as the query does, one micro-batch at a time:
+session, no broker. `Pipeline` (joinlab.kit.in_memory) runs the stages as the query does, one micro-batch at a time:
 stage 1's watermark is the batch's, stage 2 and 3 take their input first and then fire their
 timers (Spark handles a batch's input before its timers)."""
 import json
@@ -11,13 +11,13 @@ from pyspark.sql import Row
 
 from generators.lottery import generate
 from jobs.lottery.job import LOTTERY_EVENTS, LOTTERY_TOPIC, USER_EVENTS, USER_TOPIC
-from jobs.lottery.job import InMemory as Lottery
-from jobs.lottery.job import event_row as stage_row
+from jobs.lottery.in_memory import InMemory as Lottery
+from jobs.lottery.in_memory import event_row as stage_row
 from jobs.lottery.rules import (ALREADY_STARTED, BOUGHT, CLICKED, INACTIVE, LATE, NO_COUPON, NON_POSITIVE, STARTED,
                                 Settings, draw, settings)
 from jobs.lottery.given import LOTTERY, REJECTION, USER, WINNER
 from joinlab.config import duration_ms
-from joinlab.events import micros, moment, validate
+from joinlab.kit.events import micros, moment, validate
 from joinlab.generate import Disorder, Record, arrive_first
 from references import lottery as reference
 from tests.conftest import random_batches
@@ -278,17 +278,17 @@ def test_the_generator_is_seeded_keyed_by_entity_and_exercises_every_rule():
 
 
 def test_an_identical_replayed_outcome_is_harmless_and_a_different_one_is_a_mismatch(job_settings):
-    from joinlab.topics import Record as TopicRecord
+    from joinlab.topics import Consumed
     from joinlab.verify import compare
     records = generate(2, 600, lotteries=2, users=20)
     want = reference.expected(records)
     key = next(k for k in want if k.startswith("winner"))
     view = want[key]
     body = dict(view, window_start=view["window_start"].isoformat(), window_end=view["window_end"].isoformat())
-    out = [TopicRecord("lottery-winners", 0, i, b"k", json.dumps(body).encode(), 0) for i in range(2)]
+    out = [Consumed("lottery-winners", 0, i, b"k", json.dumps(body).encode(), 0) for i in range(2)]
     assert reference.actual(out) == {key: view}  # the at-least-once sink wrote it twice, identically
     other = dict(body, winner_user_id=body["winner_user_id"] + 1)
-    out.append(TopicRecord("lottery-winners", 0, 2, b"k", json.dumps(other).encode(), 0))
+    out.append(Consumed("lottery-winners", 0, 2, b"k", json.dumps(other).encode(), 0))
     report = compare("lottery", {key: view}, reference.actual(out), reference.version)
     assert report.mismatched == [key] and not report.ok
 

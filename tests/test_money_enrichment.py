@@ -10,12 +10,14 @@ from types import SimpleNamespace
 
 import pytest
 
-import jobs.money_enrichment.job as money
+import jobs.money_enrichment as money
+import jobs.money_enrichment.job as money_query
+from jobs.money_enrichment.in_memory import STAGES
 from generators.money_enrichment import generate
 from jobs.money_enrichment.given import USER_SCHEMA, UserEnrich
-from joinlab import cli, state
-from joinlab import job as runner
-from joinlab.events import micros
+from joinlab import checkpoint_state as state, cli
+from joinlab import runner
+from joinlab.kit.events import micros
 from joinlab.generate import Disorder, Record, send
 from joinlab.lookup import LookupService
 from tests.spark_rows import read_records
@@ -281,11 +283,6 @@ def run_on_records(spark, records, batches, checkpoint) -> list:
             for folder in ran for r in spark.read.schema("topic string, value string").json(str(folder)).collect()]
 
 
-def user_stage(cls) -> list:
-    """The job's STAGES with `cls` as its given user stage."""
-    return [dataclasses.replace(s, processor=cls) if s.name == "enrich" else s for s in money.STAGES]
-
-
 def test_a_field_added_to_the_stored_user_is_read_as_null_from_the_old_checkpoint(spark, tmp_path, monkeypatch):
     """State evolution without reprocessing: the first half runs with today's user stage; the
     restart on the same checkpoint runs a user stage whose stored user has one more field. With
@@ -294,7 +291,7 @@ def test_a_field_added_to_the_stored_user_is_read_as_null_from_the_old_checkpoin
     records = generate(14, 1200, users=20, very_late=0.0, disorder=Disorder(duplicates=0.05))
     half = records[:2 * -(-len(records) // 4)]  # two of the four micro-batches the whole list makes
     first = run_on_records(spark, half, 2, tmp_path / "cp")
-    monkeypatch.setattr(money, "STAGES", user_stage(UserEnrichWithTier))
+    monkeypatch.setattr(money_query, "UserEnrich", UserEnrichWithTier)
     second = run_on_records(spark, records, 4, tmp_path / "cp")  # resumes after the first half
     assert reference.actual(first + second) == reference.expected(records)
 
@@ -304,8 +301,8 @@ def test_a_field_added_to_the_stored_user_is_read_as_null_from_the_old_checkpoin
     assert (new["tier"] == new["segment"].str.upper()).all()
 
     monkeypatch.setattr(money, "SPARK_CONF", {"spark.sql.streaming.stateStore.encodingFormat": "unsaferow"})
-    monkeypatch.setattr(money, "STAGES", user_stage(UserEnrich))
+    monkeypatch.setattr(money_query, "UserEnrich", UserEnrich)
     run_on_records(spark, half, 2, tmp_path / "default")
-    monkeypatch.setattr(money, "STAGES", user_stage(UserEnrichWithTier))
+    monkeypatch.setattr(money_query, "UserEnrich", UserEnrichWithTier)
     with pytest.raises(Exception, match="STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE"):
         run_on_records(spark, records, 4, tmp_path / "default")

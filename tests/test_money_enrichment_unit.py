@@ -11,15 +11,15 @@ import pytest
 from pyspark.sql import Row
 
 from generators.money_enrichment import generate
-from jobs.money_enrichment.job import InMemory as MoneyEnrichment
+from jobs.money_enrichment.in_memory import InMemory as MoneyEnrichment
 from jobs.money_enrichment.job import ENRICHED_TOPIC, SESSIONS_TOPIC, TRANSACTIONS_TOPIC, USERS_TOPIC
 from jobs.money_enrichment.rules import LOOKUP, STREAM, Settings, settings
 from jobs.money_enrichment.given import (DEAD, ENRICHED, EVENT_COLUMNS, SESSION, SESSION_START, TX, USER,
                                           USER_UPDATE, UserTxs)
 from jobs.money_enrichment.solution import Joining
-from joinlab.events import micros, moment
+from joinlab.kit.events import micros, moment
 from joinlab.generate import Disorder, Record, arrive_first, iso
-from joinlab.named_state import load
+from joinlab.kit.typed_state import load
 from references import money_enrichment as reference
 from tests.conftest import checkpoint_declaring, random_batches
 
@@ -29,7 +29,7 @@ T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
 
 def Pipeline(config: Settings = CONFIG, sessions: dict | None = None, users: list[Row] = ()) -> MoneyEnrichment:
-    """Stage 1 -> stage 2 -> lookup step (joinlab.in_memory); the lookup service knows `sessions`."""
+    """Stage 1 -> stage 2 -> lookup step (joinlab.kit.in_memory); the lookup service knows `sessions`."""
     return MoneyEnrichment(config=config, sessions=sessions if sessions is not None else {}, users=users)
 
 
@@ -337,8 +337,8 @@ def test_the_notes_count_a_replayed_record_as_a_duplicate_and_a_changed_one_as_a
 # --- State layout ------------------------------------------------------------------------------------------
 
 def test_a_checkpoint_of_an_earlier_state_layout_of_either_stage_is_refused_and_a_candidate_s_names_are_not(tmp_path):
-    import jobs.money_enrichment.job as money
-    from joinlab.job import CheckpointError, check_state_layout
+    import jobs.money_enrichment as money
+    from joinlab.runner import CheckpointError, check_state_layout
     check_state_layout(money, checkpoint_declaring(tmp_path / "now", ["joining"], ["users", "txs"]))
     candidate = SimpleNamespace(SessionJoin=object)  # a candidate's module: its own state names
     check_state_layout(money, checkpoint_declaring(tmp_path / "theirs", ["pending", "seen"], ["users", "txs"]), candidate)

@@ -140,9 +140,9 @@ def test_notebook_runs_top_to_bottom(path, tmp_path, kernel, bootstrap, spark):
 def test_frame_flattens_json_values_and_keeps_the_rest_raw():
     import pandas as pd
     from joinlab.notebook import frame
-    from joinlab.topics import Record
-    records = [Record("t", 0, 0, b"7", b'{"id": 7, "author": {"name": "Ann"}, "key": "k"}', 0),
-               Record("t", 1, 0, b"8", b"\xff\xfegarbage", 1000)]
+    from joinlab.topics import Consumed
+    records = [Consumed("t", 0, 0, b"7", b'{"id": 7, "author": {"name": "Ann"}, "key": "k"}', 0),
+               Consumed("t", 1, 0, b"8", b"\xff\xfegarbage", 1000)]
     df = frame(records)
     assert df.loc[0, "id"] == 7 and pd.isna(df.loc[1, "id"]) and str(df["id"].dtype) == "Int64"
     assert df.loc[0, "author.name"] == "Ann" and df.loc[0, "value.key"] == "k" and df.loc[0, "key"] == "7"
@@ -153,7 +153,7 @@ def test_progress_helpers_count_records_from_offsets_and_list_state_variables():
     import pandas as pd
     from joinlab.notebook import rows
     from joinlab.status import offset_spans
-    from joinlab.state import _state_variables
+    from joinlab.checkpoint_state import _state_variables
     source = {"startOffset": {"a": {"0": 5, "1": 0}}, "endOffset": {"a": {"0": 9, "1": 3}, "b": {"0": 2}}}
     assert offset_spans(source) == {"a": 4 + 3, "b": 2}
     assert offset_spans({"startOffset": None, "endOffset": '{"a": {"0": 4}}'}) == {"a": 4}
@@ -167,14 +167,14 @@ def test_the_progress_table_has_a_row_per_batch_that_ran_with_the_status_line_s_
     """`lab.progress()` and `lab.watch()`: joinlab.status's numbers per micro-batch, the records read
     in all and the state's memory (what plot_progress draws); an idle trigger adds no row."""
     import types
-    from joinlab.job import OBSERVED
+    from joinlab.kit.kafka import COUNTED
     from joinlab.notebook.progress import batches
     job = types.SimpleNamespace(INPUT_TOPICS=["users", "tweets"], OUTPUT_TOPICS=["views", "views-dlq"],
                                 DEAD_LETTERS_TOPIC="views-dlq")
 
     def progress(batch, start, end, out, ran=True):
         return {"batchId": batch, "durationMs": {"addBatch": 5, "triggerExecution": 800} if ran else {},
-                "sources": [{"startOffset": start, "endOffset": end}], "observedMetrics": {OBSERVED: out},
+                "sources": [{"startOffset": start, "endOffset": end}], "observedMetrics": {COUNTED: out},
                 "stateOperators": [{"numRowsTotal": 4 + batch, "numRowsUpdated": 1, "memoryUsedBytes": 2048},
                                    {"numRowsTotal": 1, "numRowsUpdated": 0, "memoryUsedBytes": 1024}]}
     first, second = {"users": {"0": 3}, "tweets": {"0": 4}}, {"users": {"0": 3}, "tweets": {"0": 6}}

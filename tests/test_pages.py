@@ -387,50 +387,6 @@ def job_namespace(module: str) -> dict:
     return names
 
 
-def pattern_setup(module: str):
-    def setup(context, namespace):
-        from joinlab.job import read_kafka
-        namespace.update(job_namespace(module))
-        spark, bootstrap = context.spark(), context.bootstrap()
-        raw = read_kafka(spark, bootstrap, namespace["INPUT_TOPICS"], starting="earliest")
-        namespace.update(spark=spark, raw=raw, events=PARSED[module](namespace, raw).events)
-        if module == "lottery":
-            config = namespace["settings"]()
-            namespace.update(seed=config.seed, watermark_delay_ms=config.watermark_delay_ms)
-        if module == "money_enrichment":
-            namespace.update(config=namespace["settings"](), lookup=namespace["LookupSettings"].from_env(), users=None)
-    return setup
-
-
-# the events each job's build() parses out of `raw` and shuffles, as its build() does
-PARSED = {
-    "ad_clicks": lambda ns, raw: ns["parse_events"](
-        raw, [ns["IMPRESSIONS"], ns["CLICKS"]], ns["DEAD_LETTERS_TOPIC"], job="ad-clicks").repartition(
-        {"shuffled_by": ns["F"].col("impression_id")}),
-    "tweet_views": lambda ns, raw: ns["parse_events"](
-        raw, [ns["USERS"], ns["TWEETS"]], ns["DEAD_LETTERS_TOPIC"], job="tweet-views").repartition(
-        {"user_id": ns["F"].col("user_id")}),
-    "car_pollution": lambda ns, raw: ns["parse_events"](
-        raw, [ns["ARRIVALS"], ns["READINGS"]], ns["DEAD_LETTERS_TOPIC"], job="car-pollution").repartition(
-        ns["route_columns"](ns["ROUTES"], ns["KEY"])),
-    "lottery": lambda ns, raw: ns["parse_events"](
-        raw, [ns["LOTTERY_EVENTS"], ns["USER_EVENTS"]], ns["DEAD_LETTERS_TOPIC"], job="lottery").repartition(
-        ns["route_columns"](ns["ROUTES"], ns["KEY"])),
-    "money_enrichment": lambda ns, raw: ns["parse_events"](
-        raw, ns["SCHEMAS"], ns["DEAD_LETTERS_TOPIC"], job="money-enrichment").repartition(
-        ns["route_columns"](ns["ROUTES"], ns["KEY"], "string")),
-}
-
-
-def same_schema(name: str, job_frame):
-    """The frame the snippet calls `name` has the schema of the job's own."""
-    def check(namespace):
-        assert name in namespace, f"the snippet no longer builds `{name}`"
-        built, expected = namespace[name].schema, job_frame(namespace).schema
-        assert built == expected, f"the page's `{name}` is not what the job builds:\n{built}\n!=\n{expected}"
-    return check
-
-
 def overrides_only_what_its_base_has(namespace):
     """docs/state-evolution.md: the later release's class still hooks into UserEnrich."""
     cls = namespace["UserEnrichWithTier"]
@@ -444,19 +400,8 @@ def evolution_setup(context, namespace):
     namespace.update(job_namespace("money_enrichment"))
 
 
-PYTHON_SETUP = {"ad_clicks": pattern_setup("ad_clicks"), "tweet_views": pattern_setup("tweet_views"), "car_pollution": pattern_setup("car_pollution"),
-                "lottery": pattern_setup("lottery"), "money_enrichment": pattern_setup("money_enrichment"),
-                "docs/state-evolution.md": evolution_setup}
-CHECK_AFTER = {
-    "ad_clicks": same_schema("views", lambda ns: ns["join_clicks"](ns["impressions"], ns["clicks"])),
-    "tweet_views": same_schema("views", lambda ns: ns["join_views"](ns["events"])),
-    "car_pollution": same_schema("views", lambda ns: ns["join_cars_to_zones"](ns["events"])),
-    # the snippet's `outcomes` frame shadows the job's function of that name: take it from the module
-    "lottery": same_schema("outcomes", lambda ns: importlib.import_module("jobs.lottery.job").outcomes(
-        ns["events"], ns["settings"]())),
-    "money_enrichment": same_schema("out", lambda ns: ns["enrich"](ns["events"], ns["config"], ns["lookup"])),
-    "docs/state-evolution.md": overrides_only_what_its_base_has,
-}
+PYTHON_SETUP = {"docs/state-evolution.md": evolution_setup}
+CHECK_AFTER = {"docs/state-evolution.md": overrides_only_what_its_base_has}
 
 
 # --- the pages, parsed by Sybil ------------------------------------------------------------------

@@ -20,8 +20,8 @@ import pytest
 from joinlab import cli, patterns
 from joinlab.config import participant, query_name, topic_prefix
 from joinlab.generate import Record as Produced
-from joinlab.job import CheckpointError, fresh_checkpoint
-from joinlab.topics import Record, addressed, list_topics, named, own, owned, read_topics
+from joinlab.runner import CheckpointError, fresh_checkpoint
+from joinlab.topics import Consumed, addressed, list_topics, named, own, owned, read_topics
 from tests.conftest import ROOT
 from tests.test_notebooks import NOTEBOOKS_DIR, kernel  # noqa: F401 (a fixture)
 from tests.test_notebooks import test_notebook_runs_top_to_bottom as run_notebook
@@ -72,8 +72,8 @@ def test_records_go_to_the_participant_s_topics_and_come_back_under_the_pattern_
     monkeypatch.setenv("LAB_PARTICIPANT", "alice")
     sent = list(addressed([Produced("tweets", b"1", b"{}", "event"), Produced("users", b"2", b"{}", "event")]))
     assert [r.topic for r in sent] == ["alice.tweets", "alice.users"]
-    read = named([Record("alice.tweet-views", 0, 0, b"1", b"{}", 0),
-                  Record("alice.notebook-tweet-views", 0, 1, None, None, 0)])
+    read = named([Consumed("alice.tweet-views", 0, 0, b"1", b"{}", 0),
+                  Consumed("alice.notebook-tweet-views", 0, 1, None, None, 0)])
     assert [r.topic for r in read] == ["tweet-views", "notebook-tweet-views"]
     monkeypatch.delenv("LAB_PARTICIPANT")
     assert [r.topic for r in addressed(sent)] == ["alice.tweets", "alice.users"]  # as they are
@@ -112,8 +112,8 @@ def test_a_notebook_s_lab_names_the_participant_s_topics_query_and_outputs(monke
                          "tweet-views-dlq": "alice.notebook-tweet-views-dlq"}
     assert lab.outputs == {"tweet-views": "alice.notebook-tweet-views",
                            "tweet-views-dlq": "alice.notebook-tweet-views-dlq"}
-    assert lab._named([Record("alice.notebook-tweet-views", 0, 0, None, None, 0),
-                       Record("alice.tweets", 0, 0, None, None, 0)])[0].topic == "tweet-views"
+    assert lab._named([Consumed("alice.notebook-tweet-views", 0, 0, None, None, 0),
+                       Consumed("alice.tweets", 0, 0, None, None, 0)])[0].topic == "tweet-views"
     monkeypatch.delenv("LAB_PARTICIPANT")
     alone = Lab(PATTERN)
     assert alone.query_name == "notebook_tweet_views" and alone.names["tweets"] == "tweets"
@@ -174,7 +174,7 @@ def test_run_reset_and_a_notebook_s_start_job_start_their_checkpoint_afresh_thro
         tmp_path, monkeypatch, capsys):
     """`joinlab run --reset` stops with the helper's message, in one line, when it cannot start the
     checkpoint afresh; a notebook's `start_job` raises it to the cell."""
-    import joinlab.job
+    import joinlab.runner
     import joinlab.topics
     from joinlab.notebook import Lab
     monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:1")  # named, never reached
@@ -182,7 +182,7 @@ def test_run_reset_and_a_notebook_s_start_job_start_their_checkpoint_afresh_thro
 
     def refuse(path):
         raise CheckpointError(f"cannot start the checkpoint {path} afresh; see `joinlab run PATTERN --checkpoint DIR`")
-    monkeypatch.setattr(joinlab.job, "fresh_checkpoint", refuse)
+    monkeypatch.setattr(joinlab.runner, "fresh_checkpoint", refuse)
     checkpoint = tmp_path / "cp"
     assert cli.main(["run", PATTERN, "--reset", "--checkpoint", str(checkpoint)]) == 2
     err = capsys.readouterr().err
@@ -317,7 +317,7 @@ def test_a_participant_s_interview_live_stage_grades_on_their_own_topics_of_the_
         spark, bootstrap, monkeypatch):
     """`joinlab interview check` in a room: the broker is the room's ($KAFKA_BOOTSTRAP_SERVERS), whose
     other participants' topics hold records; the live stage needs only the participant's own empty."""
-    from joinlab import solutions
+    from joinlab.kit import solutions
     from joinlab.generate import send
     from joinlab.interview import live
     send(bootstrap, [Produced("bob.users", b"1", b"{}", "event")], progress=False)

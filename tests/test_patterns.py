@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from joinlab import patterns, solutions
-from joinlab import in_memory
+from joinlab import patterns
+from joinlab.kit import solutions
+from joinlab.kit import in_memory
 from joinlab.interview import exercise, prompt_text
-from joinlab.stages import Stage, processors
+from joinlab.kit.stages import Stage, processors
 
 ROOT = Path(__file__).resolve().parents[1]
 PATTERNS = list(patterns.PATTERNS)

@@ -60,8 +60,8 @@ def test_the_changed_only_study_processor_keeps_the_same_last_views_as_the_lab_s
     from pathlib import Path
 
     from generators.tweet_views import generate
-    from jobs.tweet_views.job import InMemory
-    from joinlab import solutions
+    from jobs.tweet_views.in_memory import InMemory
+    from joinlab.kit import solutions
     study = solutions.from_file(str(Path(__file__).parents[1] / "perf" / "tweet_views_changed_only.py"))
     records = generate(11, 600, users=40)
     last = []

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from joinlab import patterns
-from joinlab.events import parse_time
+from joinlab.kit.events import parse_time
 from perf.soak import ENTITY_IDS, WITHIN_THE_DELAY, _shifted, lag, read_to
 
 # What Spark's Kafka source reports for a batch (offsets as JSON per topic and partition); while the

@@ -175,8 +175,8 @@ def test_a_retried_kafka_offset_request_is_quiet_and_the_offsets_it_found_are_sh
 @pytest.mark.spark
 def test_the_query_failure_a_client_reports_is_quiet_in_the_servers_log(spark):
     """A failing query's JVM stack (MicroBatchExecution's "terminated with error") stays out of the
-    server's log: the client that awaits the query says why in a line (joinlab.job.failure). It was
-    set by joinlab.job.quiet_failures in the client's JVM; a Connect client has none, so it is a
+    server's log: the client that awaits the query says why in a line (joinlab.runner.failure). It was
+    set by joinlab.runner.quiet_failures in the client's JVM; a Connect client has none, so it is a
     rule of the server's log4j2 file now (joinlab/log4j2.properties)."""
     micro_batches = "org.apache.spark.sql.execution.streaming.runtime.MicroBatchExecution"
     assert not passes(micro_batches, "ERROR", "Query tweet_views [id = 1, runId = 2] terminated with error")
@@ -348,8 +348,8 @@ def test_a_stop_waits_for_the_running_batch_so_none_is_left_half_done(spark, boo
     run again on restart. The batch caught is one after the first: the first (start-up) may take
     longer than the trigger, and the next one then starts at once, with no gap to stop in; later
     batches take less than the trigger, so one ends well before the next."""
-    from jobs.tweet_views import job as tweet_views
-    from joinlab import job as runner
+    import jobs.tweet_views as tweet_views
+    from joinlab import runner
     from joinlab.generate import send
     from joinlab.topics import create_topics
     from generators.tweet_views import generate as tweet_views_events

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-import jobs.tweet_views.job as tv
+import jobs.tweet_views as tv
 from generators.tweet_views import generate
 from joinlab.generate import Disorder, Record, iso, send
 from joinlab.topics import create_topics, read_topics
@@ -131,7 +131,8 @@ def test_a_checkpoint_of_the_previous_settings_resumes_and_one_of_the_previous_s
     no changelog checkpointing, files written through FileContext) resumes under the current ones and keeps its four partitions. One
     whose state has the per-event layout ("user" + "tweets", which Spark would restart without a
     word while the processor reads "author") is refused, with the command that starts again."""
-    from joinlab import job as runner, solutions
+    from joinlab import runner
+    from joinlab.kit import solutions
     from joinlab.spark import CHECKPOINT_FILES, STATE_STORE_CONF
     per_event = solutions.from_file(Path(__file__).parent / "tweet_views_per_event.py")
     setup_topics(bootstrap)

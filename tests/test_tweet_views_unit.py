@@ -6,9 +6,9 @@ from datetime import datetime, timedelta, timezone
 from pyspark.sql import Row
 from pyspark.sql.streaming.tws_tester import TwsTester
 
-from jobs.tweet_views.job import retention
+from jobs.tweet_views.given import retention
 from jobs.tweet_views.solution import Author, Tweet, TweetViewsProcessor, User
-from joinlab.named_state import ddl
+from joinlab.kit.typed_state import ddl
 from tests.state_calls import count, sent_bytes
 
 T = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -140,7 +140,7 @@ def test_with_profile_updates_after_a_tweets_retention_the_processor_and_the_ref
     a tweet's last view carries the last profile within its retention, not the author's latest,
     in the processor (batch by batch, through TwsTester) and in the batch reference alike."""
     from generators import tweet_views as generator
-    from jobs.tweet_views.job import InMemory as TweetViews
+    from jobs.tweet_views.in_memory import InMemory as TweetViews
     from perf.soak import ENTITY_IDS, WITHIN_THE_DELAY, _shifted
     from references import tweet_views as reference
     monkeypatch.setenv("LAB_TWEET_VIEWS_RETENTION", "3 days")

@@ -1,6 +1,6 @@
 """A tweet-views processor with the per-event state layout: the value "user" and the map "tweets",
 read and written per event (exists + get of the user, containsKey + getValue per new tweet,
-updateValue per changed tweet). Loaded with joinlab.solutions.from_file and plugged into the same
+updateValue per changed tweet). Loaded with joinlab.kit.solutions.from_file and plugged into the same
 job: test_tweet_views checks that the lab's processor refuses a checkpoint of this layout, and
 perf/ablation.py measures the lab's state per key against it. Not used by the lab.
 """

@@ -14,7 +14,7 @@ from pyspark.sql import Row
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
 from jobs.car_pollution.given import ADD, DEL, READING, op_row
-from joinlab.named_state import ddl, load
+from joinlab.kit.typed_state import ddl, load
 
 
 class Car(NamedTuple):

@@ -1,1 +1,10 @@
-"""The lottery pattern: job.py wires it, solution.py holds its processors, README.md is its spec."""
+"""Lottery: job.py is the query, solution.py stages 1 and 2, given.py stage 3, README.md its spec
+page. The pattern's parts, as joinlab reads them (joinlab.patterns.Job):"""
+from jobs.lottery.consumer import actual, version
+from jobs.lottery.in_memory import STAGES, InMemory
+from jobs.lottery.job import (DEAD_LETTERS_TOPIC, INPUT_TOPICS, LOTTERY_TOPIC, OUTPUT_TOPICS, PROCESSORS,
+                              REJECTIONS_TOPIC, SOLUTION, USER_TOPIC, WINNERS_TOPIC, build, query)
+from joinlab.patterns import Interview
+
+SPARK_CONF, LOOKUP, SETTINGS = {}, None, ("LOTTERY_SEED", "LOTTERY_WATERMARK_DELAY")
+INTERVIEW = Interview(level="3, event-time rules across two keys", time_box="60-90 min", key="outcome")

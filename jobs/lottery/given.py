@@ -6,7 +6,7 @@ Three transformWithState stages, each keyed by the id its rule needs:
   3. Draw, keyed by lottery: accepted clicks per 10-second window; when the watermark passes the
      window's end, the seeded draw names the winner (here: it is given, in the exercise too).
 
-Every stage emits one row shape (FLOW, joinlab.stages.Flow); rows a stage does not own (entity
+Every stage emits one row shape (FLOW, joinlab.kit.stages.Flow); rows a stage does not own (entity
 "pass": rejections) go through it unchanged, so the query has one input and one output and each
 stage one input.
 """
@@ -18,9 +18,9 @@ from pyspark.sql import Row
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
 from jobs.lottery.rules import WINDOW_US, draw, message, window_start
-from joinlab.events import timer_ms
-from joinlab.named_state import KeyState, grouping_key  # noqa: F401 (grouping_key: for the solution and exercise)
-from joinlab.stages import Flow
+from joinlab.kit.events import timer_ms
+from joinlab.kit.typed_state import KeyState, grouping_key  # noqa: F401 (grouping_key: for the solution and exercise)
+from joinlab.kit.stages import Flow
 
 EVENT, ENTRY, REJECTION, WINNER = "event", "entry", "rejection", "winner"
 LOTTERY, USER, PASS = "lottery", "user", "pass"
@@ -28,7 +28,7 @@ LOTTERY, USER, PASS = "lottery", "user", "pass"
 KEY = ("entity", "entity_id")  # every stage groups by the rows' own (entity, id)
 # Stage 1's input: one valid event, routed by KEY; times are microseconds.
 EVENT_COLUMNS = ["entity", "entity_id", "event_id", "type", "t_us", "lottery_id", "user_id", "amount"]
-FLOW = ("entity string, entity_id bigint, kind string, out_time timestamp, event_id string, type string, "
+FLOW = ("entity string, entity_id bigint, kind string, emitted_at timestamp, event_id string, type string, "
         "t_us bigint, lottery_id bigint, user_id bigint, amount bigint, rule string, message string, "
         "window_start_us bigint, winner_user_id bigint, winning_event_id string, entrants bigint, seed bigint")
 flow = Flow(FLOW, KEY)  # flow(kind, entity, entity_id, watermark_ms, **fields) -> Row

@@ -10,7 +10,7 @@ Why wait for the watermark instead of applying rules on arrival: then no decisio
 order the two topics were read, on partitions or on micro-batch boundaries; only on event times.
 
 A key's pending events are one value, read once per micro-batch and written when changed, with one timer
-at a time (joinlab.named_state.KeyState): every state or timer call is a round trip to the JVM
+at a time (joinlab.kit.typed_state.KeyState): every state or timer call is a round trip to the JVM
 (jobs/lottery/README.md, "State").
 """
 from __future__ import annotations
@@ -23,8 +23,8 @@ from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 from jobs.lottery.rules import (ALREADY_STARTED, BOUGHT, DEDUP_HORIZON_US, INACTIVE, LATE, NO_COUPON, NON_POSITIVE,
                                 STARTED, order_key)
 from jobs.lottery.given import ENTRY, EVENT, LOTTERY, PASS, USER, flow, grouping_key, reject
-from joinlab.events import timer_ms
-from joinlab.named_state import KeyState, ddl
+from joinlab.kit.events import timer_ms
+from joinlab.kit.typed_state import KeyState, ddl
 
 SEEN_BUCKET_US = 60_000_000  # seen ids are stored per minute of event time: one state entry per key and minute
 

@@ -11,7 +11,7 @@ Two transformWithState stages, each keyed by the id its join needs:
      first of its type, the old first is re-emitted unflagged; a late user update re-emits the
      already decided transactions it changes (those still remembered: the dedup horizon).
 
-Every stage emits one row shape (FLOW, joinlab.stages.Flow). Rows a stage does not own go through
+Every stage emits one row shape (FLOW, joinlab.kit.stages.Flow). Rows a stage does not own go through
 it unchanged: users through stage 1, dead letters through stage 2.
 """
 from __future__ import annotations
@@ -22,9 +22,9 @@ from pyspark.sql import Row
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
 from jobs.money_enrichment.rules import Settings, tx_order, user_as_of, user_version_key
-from joinlab.events import timer_ms
-from joinlab.named_state import KeyState, grouping_key
-from joinlab.stages import Flow
+from joinlab.kit.events import timer_ms
+from joinlab.kit.typed_state import KeyState, grouping_key
+from joinlab.kit.stages import Flow
 
 SESSION, USER, PASS = "session", "user", "pass"        # entities: what a row is keyed by
 TX, USER_UPDATE, SESSION_START = "tx", "user", "session"  # input kinds
@@ -51,7 +51,7 @@ KEY = ("entity", "entity_id")  # every stage groups by the rows' own (entity, id
 # The input of stage 1: one valid event, routed by KEY; a session's or user's own fields come in country,
 # device, name, segment and version.
 EVENT_COLUMNS = ["entity", "entity_id", "kind", *TX_FIELDS, "country", "device", "name", "segment", "version"]
-FLOW = ("entity string, entity_id string, kind string, out_time timestamp, tx_id string, user_id bigint, "
+FLOW = ("entity string, entity_id string, kind string, emitted_at timestamp, tx_id string, user_id bigint, "
         "session_id string, amount double, currency string, type string, t_us bigint, src_partition bigint, "
         "src_offset bigint, country string, device string, name string, segment string, version bigint, "
         "session_country string, session_device string, session_start_us bigint, user_name string, "
@@ -110,7 +110,7 @@ class UserTxs(NamedTuple):
 
 
 # UserEnrich's state of an earlier layout (maps per user), which this one keeps in "txs", found in
-# the operator that declares "users": joinlab.job refuses such a checkpoint and says to run --reset.
+# the operator that declares "users": joinlab.runner refuses such a checkpoint and says to run --reset.
 RETIRED_STATE = {"users": ("pending", "decided", "firsts")}
 
 

@@ -1,34 +1,30 @@
 """Money enrichment: transactions joined to their session and to their user as of the
 transaction's time, deduplicated, first-of-type flagged; late ones enriched by a lookup service.
 
-A record's trip, top down: the topics and their schemas; how stage 1 keys them (ROUTES); the two
-stages, by session (SessionJoin, from a solution module: jobs/money_enrichment/solution.py or a
-candidate's exercises/money_enrichment.py) then by user (UserEnrich, given), and the lookup step
-(`enrich`); what goes to the output topic; then `build`, which parses each record
-(joinlab.events), shuffles the events by stage 1's key, and wires it all to Kafka rows. Below it:
-the output as a consumer reads it, and the stages in memory. The row contract and stage 2 are
-given.py.
+The query, top down: the topics and their schemas; how stage 1 keys them (ROUTES); `query`, Kafka
+to Kafka; `build`, its heart: parse each record (joinlab.kit.events), shuffle the events by stage
+1's key, group them by session (SessionJoin, solution.py or a candidate's module), then by user
+(UserEnrich, given.py), ask the lookup service about what came too late (lookup.py), and write
+enriched transactions and dead letters. The rules and settings are rules.py; the output as a
+consumer reads it, consumer.py; the stages in memory, in_memory.py. One record's trip
+through it, its key and what each stage keeps: README.md, "One record's trip".
 """
 from __future__ import annotations
 
-import json
 from types import ModuleType
 
-from pyspark.sql import DataFrame, Row
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.streaming import DataStreamWriter
 
 from jobs.money_enrichment.given import (DEAD, ENRICHED, EVENT_COLUMNS, FLOW, KEY, SESSION, SESSION_START, TX, USER,
                                          USER_UPDATE, UserEnrich)
-from jobs.money_enrichment.lookup import enrich_rows, lookup_step
+from jobs.money_enrichment.lookup import lookup_step
 from jobs.money_enrichment.rules import TYPES, Settings, settings
-from joinlab.events import (Check, EventSchema, Route, micros, moment, parse_events, parse_time, route_columns,
-                            routed, valid_events, validate)
-from joinlab.in_memory import Chain
-from joinlab.lookup import LookupResult, LookupSettings
-from joinlab.patterns import Interview, Lookup
-from joinlab.stages import Stage, chain, processors
-
-# --- What it reads ------------------------------------------------------------------------------
+from joinlab.kit import solutions
+from joinlab.kit.events import Check, EventSchema, Route, micros, parse_events, route_columns, validate
+from joinlab.kit.kafka import Kafka
+from joinlab.lookup import LookupSettings
 
 TRANSACTIONS_TOPIC, SESSIONS_TOPIC, USERS_TOPIC = "money-transactions", "money-sessions", "money-users"
 ENRICHED_TOPIC, DEAD_LETTERS_TOPIC = "money-enriched", "money-dlq"
@@ -56,28 +52,53 @@ USERS = EventSchema(
                   "version": "bigint", "event_time": "timestamp"})
 SCHEMAS = [TRANSACTIONS, SESSIONS, USERS]
 
-# --- How it keys, and its stages ----------------------------------------------------------------
-
-# Stage 1's keys (KEY, given.py): transactions and sessions by session, users by user (as a string).
+# Stage 1's key (KEY: entity, entity_id): transactions and sessions by session, users by user (as a string).
 ROUTES = [Route(TRANSACTIONS, SESSION, "session_id"), Route(SESSIONS, SESSION, "session_id"),
           Route(USERS, USER, "user_id")]
 KINDS = {TRANSACTIONS_TOPIC: TX, SESSIONS_TOPIC: SESSION_START, USERS_TOPIC: USER_UPDATE}  # a row's kind, by topic
-# A stage re-keys a row by the (entity, key) it emits it with (given.py's `flow`): stage 2 groups
-# anew, a shuffle where joinlab.stages.chain groups it.
-STAGES = [
-    # by session: dedup, the wait for the session; a joined transaction goes on keyed by its user
-    Stage("join", "jobs.money_enrichment.solution.SessionJoin", KEY, FLOW, event_time=True, out_time=True,
-          make=lambda c: (c,)),
-    # by user: the user as of the transaction's time, first of type
-    Stage("enrich", UserEnrich, KEY, FLOW, event_time=True, initial=True, make=lambda c: (c,))]
+
+# The processor a solution module defines (stage 1): the lab's, or a candidate's of that name.
+SOLUTION, PROCESSORS = "jobs.money_enrichment.solution", ("SessionJoin",)
 
 
-def keyed(events: DataFrame, config: Settings) -> DataFrame:
+def query(spark: SparkSession, kafka: Kafka, solution: ModuleType | None = None) -> DataStreamWriter:
+    """The job: its topics read, `build`, the rows written to the topics they name."""
+    raw = spark.readStream.format("kafka").options(**kafka.source(INPUT_TOPICS)).load()
+    out = build(kafka.incoming(raw), solution)
+    return kafka.outgoing(out).writeStream.format("kafka").options(**kafka.sink()).outputMode("append")
+
+
+def build(raw: DataFrame, solution: ModuleType | None = None) -> DataFrame:
+    """Kafka records in (the connector's columns), Kafka records (topic, key, value) out. Settings
+    come from the environment here (rules.py, and the lookup client's LAB_LOOKUP_*)."""
+    parsed = parse_events(raw, SCHEMAS, DEAD_LETTERS_TOPIC, job="money-enrichment")
+    # The query's first shuffle, by stage 1's key, shared by the events and the dead letters: Kafka is
+    # read once. Each stage still groups anew (the watermark operator does not pass its partitioning on).
+    by_entity = parsed.shuffle(route_columns(ROUTES, KEY, "string"))
+    config, processors = settings(), solutions.of(SOLUTION, PROCESSORS, solution)
+    users = users_snapshot(raw.sparkSession, config.users_snapshot) if config.users_snapshot else None
+    # Each stage emits a row keyed by the (entity, entity_id) of the stage it goes to next (given.py's
+    # `flow`), and each groups by that key. Stage 1's rows' emitted_at (the watermark they were
+    # emitted at, + 1 ms) is stage 2's event time.
+    joined = (stage_rows(by_entity.events, config)  # by session: dedup, the wait for the session; on by user
+              .groupBy("entity", "entity_id")
+              .transformWithState(processors.SessionJoin(config), FLOW, "Append", "EventTime",
+                                  eventTimeColumnName="emitted_at"))
+    with_users = (joined  # by user: the user as of the transaction's time, first of type (no
+                  .groupBy("entity", "entity_id")  # stateful operator after it reads its rows' time)
+                  .transformWithState(UserEnrich(config), FLOW, "Append", "EventTime",
+                                      initialState=users.groupBy(*KEY) if users is not None else None))
+    # What came after its session left state is enriched by asking the lookup service (lookup.py).
+    decided = with_users.mapInArrow(lookup_step(LookupSettings.from_env()), FLOW)
+    return output_records(decided).unionByName(by_entity.dead_letters)
+
+
+def stage_rows(events: DataFrame, config: Settings) -> DataFrame:
     """Valid events (parse_events' frame) as stage 1's input rows, keyed by session or user.
 
     Spark drops rows behind the watermark before a transformWithState sees them, without a word.
-    The stages get the event time as plain microseconds (t_us carries no watermark metadata), so a
-    late transaction reaches them and is looked up; the watermark still advances."""
+    The stages get the event time as plain microseconds (t_us carries no watermark), so a late
+    transaction reaches them and is looked up; the watermark still advances."""
     timed = events.withWatermark("event_time", f"{config.watermark_delay_ms} milliseconds")
     kind = F.lit(None)
     for topic, name in KINDS.items():
@@ -88,14 +109,6 @@ def keyed(events: DataFrame, config: Settings) -> DataFrame:
                         F.col("source_partition").cast("bigint").alias("src_partition"),
                         F.col("source_offset").cast("bigint").alias("src_offset"),
                         "country", "device", "name", "segment", "version").select(*EVENT_COLUMNS)
-
-
-def enrich(events: DataFrame, config: Settings, lookup: LookupSettings, users: DataFrame | None = None,
-           solution: ModuleType | None = None) -> DataFrame:
-    """The core of the pattern: valid events in, FLOW rows of kind "enriched" or "dead" out.
-    `users`: initial state for stage 2 (rows of `users_snapshot`), or None."""
-    enriched = chain(keyed(events, config), STAGES, solution, config, users)
-    return enriched.mapInArrow(lookup_step(lookup), FLOW)
 
 
 def users_snapshot(spark, path: str) -> DataFrame:
@@ -115,9 +128,7 @@ def users_snapshot(spark, path: str) -> DataFrame:
                                        "country string, segment string, version bigint")
 
 
-# --- What it writes -----------------------------------------------------------------------------
-
-def to_kafka_rows(flows: DataFrame) -> DataFrame:
+def output_records(flows: DataFrame) -> DataFrame:
     """Enriched transactions keyed by tx_id; dead letters (failed lookups, conflicts) with a reason."""
     enriched = F.to_json(F.struct(
         "tx_id", "user_id", "session_id", "amount", "currency", "type",
@@ -136,112 +147,3 @@ def to_kafka_rows(flows: DataFrame) -> DataFrame:
         F.when(is_enriched, ENRICHED_TOPIC).otherwise(DEAD_LETTERS_TOPIC).alias("topic"),
         F.when(is_enriched, F.col("tx_id")).otherwise(F.col("entity_id")).alias("key"),
         F.when(is_enriched, enriched).otherwise(letter).alias("value"))
-
-
-def build(raw: DataFrame, solution: ModuleType | None = None) -> DataFrame:
-    """Raw Kafka rows in, Kafka sink rows (topic, key, value) out: enriched transactions and dead
-    letters. Settings come from the environment here (jobs/money_enrichment/rules.py, and the
-    lookup client's LAB_LOOKUP_*), read once on the driver."""
-    parsed = parse_events(raw, SCHEMAS, DEAD_LETTERS_TOPIC, job="money-enrichment")
-    # One shuffle by stage 1's key, shared by the events and the dead letters: Kafka is read once. Each
-    # stage still groups anew (Spark's watermark operator does not pass its input's partitioning on).
-    by_entity = parsed.repartition(route_columns(ROUTES, KEY, "string"))
-    config = settings()
-    users = users_snapshot(raw.sparkSession, config.users_snapshot) if config.users_snapshot else None
-    flows = enrich(by_entity.events, config, LookupSettings.from_env(), users, solution)
-    return to_kafka_rows(flows).unionByName(by_entity.dead_letters)
-
-
-# --- The rest of the pattern's parts (joinlab.patterns.Job) -------------------------------------
-
-SOLUTION, PROCESSORS = "jobs.money_enrichment.solution", processors(STAGES)
-# Avro-encoded state: a field added to a stored value (the user) is read as NULL from old entries
-# on restart; Spark's default encoding refuses the changed schema (jobs/money_enrichment/README.md).
-# Fixed when a checkpoint is created; joinlab.job.start applies it.
-SPARK_CONF = {"spark.sql.streaming.stateStore.encodingFormat": "avro"}
-SETTINGS = ("MONEY_WATERMARK_DELAY", "MONEY_SESSION_DURATION", "MONEY_WAIT_LIMIT", "MONEY_DEDUP_HORIZON",
-            "MONEY_USERS_SNAPSHOT")
-INTERVIEW = Interview(level="4, the hard one", time_box="90 min", key="transaction")
-LOOKUP = Lookup(SESSIONS, "session_id")  # what arrives after its session left state is enriched by asking
-
-
-# --- Reading the output topic: what a consumer keeps -------------------------------------------
-
-def parse_output(value: bytes) -> dict:
-    body = json.loads(value)
-    return dict(body, amount=float(body["amount"]), event_time=parse_time(body["event_time"]),
-                session_started_at=parse_time(body["session_started_at"]))
-
-
-def actual(records: list) -> dict[str, dict]:
-    """tx_id -> its last record on the output topic (the changelog's current value), without
-    `enriched_by`. A key lives in one partition, so the last one read is the last one written."""
-    views = [parse_output(r.value) for r in records if r.topic == ENRICHED_TOPIC]
-    return {v["tx_id"]: {name: value for name, value in v.items() if name != "enriched_by"} for v in views}
-
-
-def version(view: dict) -> tuple:
-    """A transaction's record is corrected in place (same key): no version order to compare."""
-    return ()
-
-
-# --- The stages in memory -----------------------------------------------------------------------
-
-class InMemory(Chain):
-    """STAGES, then the lookup step, through pyspark's TwsTester, one micro-batch at a time: no
-    Spark session. The lookup service knows `sessions` (session_id -> SessionStarted event as on
-    the topic); by default, as the real service reading the sessions topic, every session of the
-    batches so far. `users`: stage 2's initial state (rows of `users_snapshot`)."""
-
-    def __init__(self, solution: ModuleType | None = None, config: Settings | None = None,
-                 sessions: dict | None = None, users: list[Row] = ()):
-        self.config = config or settings()
-        super().__init__(STAGES, solution, self.config, self.config.watermark_delay_ms, users)
-        self.sessions, self.reads_topic = sessions if sessions is not None else {}, sessions is None
-        self.lookups = []
-
-    @staticmethod
-    def rows(records) -> list[Row]:
-        """Valid events as stage 1's rows."""
-        out = []
-        for record in records:
-            for schema, e in valid_events([record], SCHEMAS):
-                fields = routed(ROUTES, schema, e, EVENT_COLUMNS, KEY, "string")
-                fields.update(kind=KINDS[schema.topic], t_us=micros(e["event_time"]),
-                              src_partition=getattr(record, "partition", None),
-                              src_offset=getattr(record, "offset", None))
-                out.append(Row(**fields))
-        return out
-
-    def _lookup(self, ids):
-        self.lookups += ids
-        known = self.sessions
-        return {i: LookupResult(known.get(i), None if i in known else "session not found (HTTP 404)", 1) for i in ids}
-
-    def _read_sessions(self, rows: list[Row]) -> None:
-        """What the lookup service has read off the sessions topic by this batch (first one wins)."""
-        for r in rows:
-            if r.kind == SESSION_START:
-                self.sessions.setdefault(r.session_id, {"session_id": r.session_id, "user_id": r.user_id,
-                                                        "country": r.country, "device": r.device,
-                                                        "event_time": moment(r.t_us).isoformat()})
-
-    def batch(self, rows: list[Row], watermark: int | None = None) -> list[dict]:
-        """One micro-batch: FLOW rows (as dicts) of kind "enriched" or "dead", after the lookup step."""
-        if self.reads_topic:
-            self._read_sessions(rows)
-        return enrich_rows([r.asDict() for r in super().batch(rows, watermark)], self._lookup)
-
-    @staticmethod
-    def dead_letters(out: list[dict]) -> dict:
-        """tx_id (or session_id) -> the reason of its last dead letter."""
-        return {r["entity_id"]: r["reason"] for r in out if r["kind"] == DEAD}
-
-    @staticmethod
-    def views(out: list[dict]) -> dict:
-        """tx_id -> its last enriched record as `actual` reads it."""
-        shown = ("tx_id", "user_id", "session_id", "currency", "type", "session_country", "session_device",
-                 "user_name", "user_country", "user_segment", "user_version", "first_of_type")
-        return {r["tx_id"]: {**{name: r[name] for name in shown}, "amount": float(r["amount"]),
-                             "event_time": moment(r["t_us"]), "session_started_at": moment(r["session_start_us"])}
-                for r in out if r["kind"] == ENRICHED}

@@ -14,7 +14,7 @@ from typing import Callable, Iterator
 
 from jobs.money_enrichment.given import DEAD, ENRICHED, PASS, TX
 from jobs.money_enrichment.rules import LOOKUP
-from joinlab.events import micros
+from joinlab.kit.events import micros
 
 
 def needs_lookup(row: dict) -> bool:

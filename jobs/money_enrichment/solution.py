@@ -20,11 +20,11 @@ from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
 from jobs.money_enrichment.given import SESSION_START, TX, USER, USER_UPDATE, Tx, cleanup_ms, dead, flow, pick, tx_of
 from jobs.money_enrichment.rules import LOOKUP, STREAM, Settings
-from joinlab.events import timer_ms
-from joinlab.named_state import KeyState
+from joinlab.kit.events import timer_ms
+from joinlab.kit.typed_state import KeyState
 
 # State names of an earlier layout (a value "session", maps "waiting" and "seen" per session):
-# joinlab.job refuses a checkpoint that holds them and says to run --reset.
+# joinlab.runner refuses a checkpoint that holds them and says to run --reset.
 RETIRED_STATE = ("session", "waiting", "seen")
 
 
@@ -83,7 +83,8 @@ class SessionJoin(StatefulProcessor):
     def _transaction(self, state: Joining, tx: Tx, watermark: int, out: list) -> Joining:
         old = next((s for s in state.seen if s.tx_id == tx.tx_id), None)
         if old is not None:
-            if old[:-2] != tx[:-2]:  # the same transaction re-sent differs only in its Kafka position
+            # the same transaction re-sent differs only in its Kafka position: anything else is a conflict
+            if old._replace(src_partition=None, src_offset=None) != tx._replace(src_partition=None, src_offset=None):
                 out.append(dead(tx._asdict(), TX, "conflicting duplicate: the tx_id was already seen with other "
                                                   "fields (the first one read is kept)", watermark))
             return state

@@ -26,7 +26,7 @@ from typing import Iterator, NamedTuple
 from pyspark.sql import Row
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
-from joinlab.named_state import ddl, load
+from joinlab.kit.typed_state import ddl, load
 
 
 class User(NamedTuple):
@@ -57,7 +57,7 @@ def utc(moment: datetime) -> datetime:
 
 # State of the per-event layout (a value "user" and a map "tweets" per author), which this processor
 # does not read. Spark restarts a checkpoint holding them without a word and this processor would
-# not see them, so joinlab.job refuses such a checkpoint and says to run with --reset.
+# not see them, so joinlab.runner refuses such a checkpoint and says to run with --reset.
 RETIRED_STATE = ("user", "tweets")
 
 

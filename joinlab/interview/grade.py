@@ -11,7 +11,8 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from joinlab import patterns, solutions
+from joinlab import patterns
+from joinlab.kit import solutions
 from joinlab.interview import exercise
 from joinlab.interview import report as interviewer
 from joinlab.interview import scenarios as fast

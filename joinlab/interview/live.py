@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 
-from joinlab import job as runner
+from joinlab import runner
 from joinlab import patterns
 from joinlab.config import lab_home, topic_prefix
 from joinlab.demo import DEMO_DISORDER, demo_broker

@@ -6,7 +6,8 @@ import types
 
 import pandas as pd
 
-from joinlab import patterns, solutions
+from joinlab import patterns
+from joinlab.kit import solutions
 from joinlab.interview import exercise
 from joinlab.interview import scenarios as fast
 

@@ -5,7 +5,7 @@ that query on a local Spark session, one micro-batch per batch (its InMemory, jo
 A scenario is a JSON file: a name, what it checks in words (`says`), the input events in arrival
 order cut into micro-batches, and what a consumer of the output topic must end with (`expect`:
 the last view per key, as the job's `actual` reads the topic). The pattern's stages run as its
-query chains them (joinlab.in_memory), with the job's default settings, so a scenario means the
+query chains them (joinlab.kit.in_memory), with the job's default settings, so a scenario means the
 same for every candidate and every machine.
 
     {"name": "tweet-before-its-author", "says": "...",
@@ -32,7 +32,7 @@ from types import ModuleType
 
 from joinlab import patterns
 from joinlab.generate import Record
-from joinlab.in_memory import restart
+from joinlab.kit.in_memory import restart
 from joinlab.interview import exercise
 
 # What the fast stage plays besides the events as sent: what it means when only that fails; how it plays.

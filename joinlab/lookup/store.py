@@ -13,7 +13,7 @@ import time
 
 from kafka import TopicPartition
 
-from joinlab.events import validate
+from joinlab.kit.events import validate
 from joinlab.topics import plain_consumer
 
 REDISCOVER_S = 2.0  # how often to look for the topic (or new partitions) again

@@ -10,9 +10,9 @@ from typing import Any, Callable, Iterable
 import pandas as pd
 
 import joinlab.notebook.progress as query_progress
-from joinlab import job as runner
+from joinlab import runner
 from joinlab import patterns
-from joinlab import state as state_source
+from joinlab import checkpoint_state as state_source
 from joinlab.config import lab_home, query_name, topic_prefix
 from joinlab.generate import Disorder, Record, Records, continued, send
 from joinlab.notebook.env import connect, setting
@@ -22,7 +22,7 @@ from joinlab.notebook.progress import wait_until
 from joinlab.spark import executors, session, stop, ui_url
 from joinlab.status import as_dict, offsets
 from joinlab.topics import NoSuchTopic
-from joinlab.topics import Record as TopicRecord
+from joinlab.topics import Consumed
 from joinlab.topics import create_topics, own, owned, read_topics, tail
 from joinlab.verify import check
 
@@ -83,14 +83,14 @@ class Lab:
             df = df[[c for c in columns if c in df.columns] + (["raw"] if "raw" in df.columns else [])]
         return df
 
-    def records(self, topics: Iterable[str] | None = None) -> list[TopicRecord]:
+    def records(self, topics: Iterable[str] | None = None) -> list[Consumed]:
         """Every record of `topics`, in the order they reached the broker (Kafka timestamp, then
         offset): reading topics whole returns them partition by partition, and a replay of the
         events (e.g. the car-pollution alternatives) needs the order they were sent in."""
         records = self._named(read_topics(self.bootstrap, [self.names.get(t, t) for t in topics or self.topics]))
         return sorted(records, key=lambda r: (r.timestamp_ms, r.topic, r.partition, r.offset))
 
-    def _named(self, records: Iterable[TopicRecord]) -> list[TopicRecord]:
+    def _named(self, records: Iterable[Consumed]) -> list[Consumed]:
         """`records` with this lab's topics named as the pattern names them (what the cells use)."""
         pattern_name = {mine: name for name, mine in self.names.items()}
         return [replace(r, topic=pattern_name.get(r.topic, r.topic)) for r in records]

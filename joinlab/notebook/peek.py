@@ -8,7 +8,7 @@ from typing import Any, Iterable
 
 import pandas as pd
 
-from joinlab.topics import Record, end_offsets, partitions_of, plain_consumer
+from joinlab.topics import Consumed, end_offsets, partitions_of, plain_consumer
 
 
 def _decode(value: bytes | None) -> Any:
@@ -18,7 +18,7 @@ def _decode(value: bytes | None) -> Any:
         return None
 
 
-def frame(records: Iterable[Record]) -> pd.DataFrame:
+def frame(records: Iterable[Consumed]) -> pd.DataFrame:
     """Records as a table: topic, partition, offset, time (Kafka timestamp), key, then the JSON
     value's fields flattened (`author.name`); a value that is not a JSON object stays in `raw`."""
     meta, bodies = [], []

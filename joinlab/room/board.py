@@ -3,8 +3,8 @@ their input rate, batch duration and state rows, in one table that refreshes its
 
 How the numbers get there: Spark Connect keeps a session's queries to that session, so no client
 sees another's. Every query a participant starts through the lab (`joinlab run`, a notebook, the
-grader: joinlab.job.start) reports its last progress every REPORT_S to one topic, PROGRESS_TOPIC,
-from the participant's own process (joinlab.job.report_progress). The board (a JupyterHub service
+grader: joinlab.runner.start) reports its last progress every REPORT_S to one topic, PROGRESS_TOPIC,
+from the participant's own process (joinlab.runner.report_progress). The board (a JupyterHub service
 the hub starts, at /services/room-board/, for the instructor only) reads the newest report per
 query and asks the hub who is in the room. A query whose reports stopped (its client is gone: its
 session ends on the server within a minute) is left out after STALE_S.
@@ -16,14 +16,14 @@ import json
 import os
 import time
 
-from joinlab.job import PROGRESS_TOPIC, REPORT_S
+from joinlab.runner import PROGRESS_TOPIC, REPORT_S
 
 STALE_S = 3 * REPORT_S
 SERVICE = "room-board"
 
 
 def summary(progress: dict) -> dict:
-    """What the board shows of one StreamingQueryProgress (as joinlab.job.as_dict gives it)."""
+    """What the board shows of one StreamingQueryProgress (as joinlab.runner.as_dict gives it)."""
     return {"batch": progress.get("batchId"), "input_per_s": round(progress.get("inputRowsPerSecond") or 0.0, 1),
             "processed_per_s": round(progress.get("processedRowsPerSecond") or 0.0, 1),
             "batch_ms": progress.get("durationMs", {}).get("triggerExecution"),

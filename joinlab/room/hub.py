@@ -284,7 +284,7 @@ def configure(c) -> None:
     c.RoomSpawner.lab_homes = str(folder("participants", mode=0o711))
     # The lab's Kafka and Spark Connect server. No LAB_LOOKUP_URL: the lab's lookup service reads the
     # pattern's own `sessions` topic, so a participant's money-enrichment job starts a service of its
-    # own on their `NAME.sessions` (joinlab.job.services), which the room's Spark reaches on loopback.
+    # own on their `NAME.sessions` (joinlab.runner.services), which the room's Spark reaches on loopback.
     c.RoomSpawner.lab_env = {"KAFKA_BOOTSTRAP_SERVERS": broker.bootstrap_servers(),
                              "SPARK_REMOTE": connect.url, TOKEN_VARIABLE: connect.extra["token"],
                              "LAB_ROOM_MAX_OFFSETS_PER_TRIGGER": str(participant_max_offsets())}

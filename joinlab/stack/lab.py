@@ -95,7 +95,7 @@ def up(generators: bool = False, room: bool = False) -> int:
             if hub_running:
                 _report(HUB, hub.pid, True)
             else:
-                from joinlab.job import PROGRESS_TOPIC
+                from joinlab.runner import PROGRESS_TOPIC
                 create_topics(info.bootstrap_servers, [PROGRESS_TOPIC])
                 started.append(room_hub.start(services.base_env(), Path(python).parents[1]))
                 hub = started[-1]
@@ -131,7 +131,7 @@ def warm(connect: Service, bootstrap: str) -> None:
     first jobs do not pay for it (docs/benchmarks.md)."""
     import tempfile
 
-    from joinlab import job as runner
+    from joinlab import runner
     from joinlab.generate import send
     from joinlab.microbatch import on_records_alone
     from joinlab.spark import connect as client

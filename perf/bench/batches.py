@@ -120,7 +120,7 @@ def run_job(spark, job: ModuleType, bootstrap: str, checkpoint: Path, per_trigge
             timeout_s: float, solution: ModuleType | None = None) -> BatchStats:
     """The whole job as `joinlab run` starts it (with the processors of `solution`; None: the lab's),
     `per_trigger` records per batch, availableNow, from the beginning of its topics."""
-    from joinlab.job import start
+    from joinlab.runner import start
     return run_batches(label, lambda: start(spark, job, bootstrap, str(checkpoint), available_now=True,
                                             max_offsets_per_trigger=per_trigger, solution=solution), timeout_s)
 

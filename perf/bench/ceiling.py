@@ -37,7 +37,7 @@ class Nothing(StatefulProcessor):
 
 
 def solution(job: ModuleType) -> ModuleType:
-    """A solution module for `job` (joinlab.solutions) whose every processor is Nothing."""
+    """A solution module for `job` (joinlab.kit.solutions) whose every processor is Nothing."""
     module = ModuleType(f"{job.__name__}_nothing")
     for name in job.PROCESSORS:
         setattr(module, name, Nothing)

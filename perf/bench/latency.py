@@ -18,7 +18,7 @@ from typing import Callable
 from joinlab import patterns
 from perf.bench.batches import BenchError, Deadline, log
 from joinlab.generate import Disorder, Record, send
-from joinlab.job import start, stop_between_batches
+from joinlab.runner import start, stop_between_batches
 from joinlab.status import as_dict
 from joinlab.topics import end_offsets, partitions_of, plain_consumer
 

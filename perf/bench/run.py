@@ -94,7 +94,7 @@ def _spark(stack: ExitStack):
 def _lab_and_nothing(spark, pattern: str, bootstrap: str, work, kind: str, per_trigger: int, timeout_s: float):
     """(the pattern's job, the same job with processors that do nothing), `per_trigger` records a batch;
     a job with no processors of its own (Spark's own join) is its own ceiling: (the job, None)."""
-    from joinlab.job import services
+    from joinlab.runner import services
     job = patterns.job(pattern)
     runs = []
     for label, solution in ((pattern, None), *([(f"{pattern}, nothing", ceiling.solution(job))] if job.STAGES else [])):

@@ -120,9 +120,11 @@ class KeyState:
 
     def put(self, key: tuple, value: T, due_ms: int | None, ahead: bool = False) -> T:
         """Store the key's value (read with get() in this batch) with its one timer at `due_ms`
-        (None: no timer). A time at or behind the watermark keeps a registered timer that fires in
-        this batch anyway (it sweeps what is due); else `ahead` sets it just past the watermark,
-        for a caller whose timers must lie ahead of it. Returns the value as stored."""
+        (None: no timer). Spark fires a timer at or behind the batch's watermark in this same
+        batch, after the input: a stage sweeps what is due when it fires. So a registered timer
+        already due is kept; a new one due is registered as it is (it fires in this batch), unless
+        `ahead` sets it just past the watermark, for a caller whose timers must lie ahead of it.
+        Returns the value as stored."""
         key = grouping_key(key)
         registered, watermark = self._timers[key], self._batch[1]
         if due_ms is not None and due_ms <= watermark:

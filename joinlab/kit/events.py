@@ -171,9 +171,9 @@ class Parsed:
     columns: list[str]        # an event's columns: topic, the union of fields, source_partition/offset
     dead_letter_topic: str
     job: str
-    key: tuple[str, ...] = ()  # the columns it is partitioned by (`repartition`)
+    key: tuple[str, ...] = ()  # the columns it is partitioned by (`shuffle`)
 
-    def repartition(self, key: dict[str, Column]) -> Parsed:
+    def shuffle(self, key: dict[str, Column]) -> Parsed:
         """The records hash-partitioned by `key` (name -> expression over an event's columns), which
         every event then carries: the query's first shuffle, where its first stage groups by those
         columns, so that the stage adds no shuffle of its own.
@@ -210,7 +210,7 @@ class Parsed:
 
 def parse_events(raw: DataFrame, schemas: list[EventSchema], dead_letter_topic: str, job: str) -> Parsed:
     """Raw Kafka rows (the connector's columns), each checked against its topic's schema: `events`
-    and `dead_letters` of the result split them. Without `repartition` (a batch frame, a test),
+    and `dead_letters` of the result split them. Without `shuffle` (a batch frame, a test),
     each of the two reads `raw` itself."""
     types = _field_types(schemas)
     skew = Skew.configured()

@@ -1,4 +1,4 @@
-"""A pattern's STAGES (joinlab.stages) through pyspark's TwsTester, one micro-batch at a time, with
+"""A pattern's STAGES (joinlab.kit.stages) through pyspark's TwsTester, one micro-batch at a time, with
 no Spark session and no broker: the unit tests and the interview grader drive a solution module's
 processors through it. A job's `InMemory` is a `Chain` of its STAGES with two functions of its own:
 `rows` (input records as the first stage's rows) and `views` (the output as the job's `actual`
@@ -16,7 +16,7 @@ from typing import Any, Callable
 from pyspark.sql import Row
 from pyspark.sql.streaming.tws_tester import TwsTester
 
-from joinlab.stages import Stage
+from joinlab.kit.stages import Stage
 
 NEVER_LATE = 2 ** 62  # TwsTester filters nothing by itself: `step` drops late rows as Spark does
 
@@ -50,7 +50,7 @@ class Chain:
         mark = self.clock.next(watermark) if self.clock else None
         out, before = rows, None
         for stage in self.stages:
-            late = out_ms if before is not None and before.out_time else None
+            late = emitted_ms if before is not None and before.emits_time else None
             out, before = step(getattr(self, stage.name), stage, out, mark, late), stage
         if self.clock:
             self.clock.done(mark, rows)
@@ -67,7 +67,7 @@ class Chain:
 def step(tester: TwsTester, stage: Stage, rows: list[Row], watermark: int | None,
          late: Callable[[Row], int] | None = None) -> list[Row]:
     """One stage's share of a micro-batch, in Spark's order: input rows whose event time (`late`: a
-    chained stage's out_time) is behind the previous batch's watermark are dropped; the input is
+    chained stage's emitted_at) is behind the previous batch's watermark are dropped; the input is
     handled key by key (in the order the keys first came) with the batch's watermark in its
     TimerValues; then the timers due by that watermark fire, those the input just registered too.
     The one place that reaches into TwsTester's private fields: it has no public way to move the
@@ -106,9 +106,9 @@ def feed(tester: TwsTester, rows: list[Row], key: Callable) -> list[Row]:
     return out
 
 
-def out_ms(row) -> int:
-    """A chained stage's event time: its input row's out_time, in ms."""
-    return int(row.out_time.timestamp() * 1000)
+def emitted_ms(row) -> int:
+    """A chained stage's event time: its input row's emitted_at, in ms."""
+    return int(row.emitted_at.timestamp() * 1000)
 
 
 def last_by_version(views: list[dict], key: str, version: Callable[[dict], tuple]) -> dict:

@@ -1,9 +1,9 @@
-"""A pattern's chain of keyed transformWithState stages, declared once (its job module's STAGES).
-`chain` runs the declaration in Spark; joinlab.in_memory.Chain runs the same declaration through
-pyspark's TwsTester, with no Spark session.
+"""A pattern's keyed transformWithState calls, declared (its in_memory.py's STAGES) so that
+joinlab.kit.in_memory.Chain runs them through pyspark's TwsTester, with no Spark session, as the
+query in its job.py runs them in Spark (tests/test_queries.py checks the two agree).
 
     STAGES = [Stage("gate", "jobs.lottery.solution.LotteryGate", ("entity", "entity_id"), FLOW,
-                    event_time=True, out_time=True),
+                    event_time=True, emits_time=True),
               Stage("draw", Draw, ("entity", "entity_id"), FLOW, event_time=True, make=lambda c: (c.seed,))]
 
 A stage's processor is a class the pattern gives (`Draw`), or the path of the lab's own answer
@@ -11,11 +11,11 @@ A stage's processor is a class the pattern gives (`Draw`), or the path of the la
 
 Chained stages pass one row shape on (`Flow`): the pattern declares it once as a DDL string, and
 each stage emits rows of it. A row is keyed by (entity, id): the stage it goes to groups by both
-columns, and rows a stage does not own go through it unchanged. Emitted rows carry out_time =
-watermark + 1 ms, the chained operators' event-time column, which must never be behind the
-watermark (the event's own time stays in t_us).
+columns, and rows a stage does not own go through it unchanged. Emitted rows carry emitted_at =
+the watermark they were emitted at + 1 ms: the chained operators' event-time column, which must
+never be behind the watermark (the event's own time stays in t_us).
 
-    FLOW = "entity string, entity_id bigint, kind string, out_time timestamp, ..."
+    FLOW = "entity string, entity_id bigint, kind string, emitted_at timestamp, ..."
     flow = Flow(FLOW, ("entity", "entity_id"))
     flow("event", "user", 7, watermark_ms, event_id="e1", t_us=...)
 """
@@ -27,7 +27,7 @@ from datetime import datetime, timezone
 from types import ModuleType
 from typing import Any, Callable
 
-from pyspark.sql import DataFrame, Row
+from pyspark.sql import Row
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ class Stage:
     key: tuple[str, ...]      # its grouping columns
     output: str               # the DDL of the rows it emits
     event_time: bool = False  # timeMode EventTime: its timers fire as the watermark passes them
-    out_time: bool = False    # its rows' out_time column carries the event time (and the watermark) on
+    emits_time: bool = False  # its rows' emitted_at column is the next operator's event time (eventTimeColumnName)
     initial: bool = False     # it takes the query's initial state
     make: Callable[[Any], tuple] = lambda settings: ()  # the processor's arguments, from the job's settings
 
@@ -55,17 +55,6 @@ def processors(stages: list[Stage]) -> tuple[str, ...]:
     return tuple(s.processor.rpartition(".")[2] for s in stages if isinstance(s.processor, str))
 
 
-def chain(rows: DataFrame, stages: list[Stage], solution: ModuleType | None, settings: Any = None,
-          initial: DataFrame | None = None) -> DataFrame:
-    """`rows` through every stage in order: each grouped by its key, its output the next one's input."""
-    for stage in stages:
-        options = {"eventTimeColumnName": "out_time"} if stage.out_time else {}
-        if stage.initial and initial is not None:
-            options["initialState"] = initial.groupBy(*stage.key)
-        rows = rows.groupBy(*stage.key).transformWithState(
-            stage.processor_of(solution, settings), stage.output, "Append",
-            "EventTime" if stage.event_time else "None", **options)
-    return rows
 
 
 class Flow:
@@ -78,5 +67,5 @@ class Flow:
     def __call__(self, kind: str, entity: str, entity_id, watermark_ms: int, **fields) -> Row:
         values = dict.fromkeys(self.fields)
         values.update({self._entity: entity, self._id: entity_id}, kind=kind,
-                      out_time=datetime.fromtimestamp((max(watermark_ms, 0) + 1) / 1000, timezone.utc), **fields)
+                      emitted_at=datetime.fromtimestamp((max(watermark_ms, 0) + 1) / 1000, timezone.utc), **fields)
         return Row(**values)

@@ -1,6 +1,6 @@
-"""Running a pattern's job (joinlab.patterns.Job): the same read -> build -> write for every pattern.
-This module owns the I/O (Spark's Kafka source and sink: docs/kafka.md), checkpoint and trigger;
-the job owns what happens in between."""
+"""The runner: starts a pattern's query (joinlab.patterns.Job.query, Kafka to Kafka) with a
+checkpoint, a trigger and a name, refuses a checkpoint it cannot continue from, says a failed
+query's error in a line, and reports a participant's progress to the room's board."""
 from __future__ import annotations
 
 import contextlib
@@ -16,45 +16,16 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming import StreamingQuery
 
-from joinlab import solutions
+from joinlab import patterns
+from joinlab.checkpoint_state import declared
 from joinlab.config import participant, participant_max_offsets
+from joinlab.kit import solutions
+from joinlab.kit.kafka import Kafka
 from joinlab.patterns import Job
-from joinlab.state import declared
 from joinlab.topics import own
-
-
-OBSERVED = "records_out"  # the name of the per-output-topic counts in each micro-batch's progress
-
-
-# How long the broker may hold a fetch open: Kafka's default (500 ms) is paid by about every task
-# that reads a topic, and a task only reads offsets that exist (docs/kafka.md).
-FETCH_MAX_WAIT_MS = "50"
-
-
-def read_kafka(spark, bootstrap: str, topics: list[str], starting: str = "earliest",
-               max_offsets_per_trigger: int | None = None, fail_on_data_loss: bool = True) -> DataFrame:
-    """A streaming DataFrame over `topics`. With `fail_on_data_loss` (the default) a query stops
-    when its checkpointed offsets are gone from the broker (deleted, aged out, or a topic
-    recreated); without it, it carries on from what exists."""
-    reader = (spark.readStream.format("kafka")
-              .option("kafka.bootstrap.servers", bootstrap)
-              .option("subscribe", ",".join(topics))
-              .option("startingOffsets", starting)
-              .option("failOnDataLoss", str(fail_on_data_loss).lower())
-              .option("kafka.fetch.max.wait.ms", FETCH_MAX_WAIT_MS))
-    if max_offsets_per_trigger:
-        reader = reader.option("maxOffsetsPerTrigger", str(max_offsets_per_trigger))
-    return reader.load()
-
-
-def kafka_sink(df: DataFrame, bootstrap: str, checkpoint: str) -> DataStreamWriter:
-    """A writeStream to Kafka; rows carry `topic`, `key`, `value`."""
-    return (df.writeStream.format("kafka")
-            .option("kafka.bootstrap.servers", bootstrap)
-            .option("checkpointLocation", checkpoint))
 
 
 class CheckpointError(RuntimeError):
@@ -66,35 +37,26 @@ def start(spark: SparkSession, job: Job, bootstrap: str, checkpoint: str, *,
           trigger_interval: str = "1 second", name: str | None = None,
           solution: ModuleType | None = None, fail_on_data_loss: bool = True,
           input_prefix: str = "", output_prefix: str = "", counted: bool = False) -> StreamingQuery:
-    """Start `job` reading its inputs from the beginning (or from its checkpoint, on restart),
-    with the processors of `solution` (a candidate's module; None: the lab's own). With
-    `fail_on_data_loss` the query stops when its checkpointed offsets are gone from the broker.
-    `input_prefix` goes before every input topic's name, and the job sees each record under its
-    topic's own name (`make up`'s warm-up reads topics of its own); `output_prefix` goes before
-    every output topic's name (a notebook's job writes apart);
-    `counted`: each micro-batch's progress counts the rows per output topic (`observedMetrics[OBSERVED]`,
-    which joinlab.status reads)."""
-    from pyspark.sql import functions as F
-
+    """Start `job`'s query (its `query`: Kafka to Kafka) reading its inputs from the beginning (or
+    from its checkpoint, on restart), with the processors of `solution` (a candidate's module; None:
+    the lab's own). With `fail_on_data_loss` the query stops when its checkpointed offsets are gone
+    from the broker. `input_prefix` goes before every input topic's name, and the query sees each
+    record under its topic's own name (`make up`'s warm-up reads topics of its own); `output_prefix`
+    goes before every output topic's name (a notebook's job writes apart); `counted`: each
+    micro-batch's progress counts the rows per output topic (`observedMetrics[COUNTED]`, which
+    joinlab.status reads)."""
     check_state_layout(job, checkpoint, solution)
     if participant():  # in a room: no participant's batches so large that everyone else's wait (config)
         max_offsets_per_trigger = min(filter(None, [max_offsets_per_trigger, participant_max_offsets()]))
-    raw = read_kafka(spark, bootstrap, [input_prefix + topic for topic in job.INPUT_TOPICS], starting="earliest",
-                     max_offsets_per_trigger=max_offsets_per_trigger, fail_on_data_loss=fail_on_data_loss)
-    if input_prefix:
-        raw = raw.withColumn("topic", F.expr(f"substr(topic, {len(input_prefix) + 1})"))
-    out = job.build(raw, solution)
-    if counted:
-        out = out.observe(OBSERVED, *[F.count_if(F.col("topic") == t).alias(t) for t in job.OUTPUT_TOPICS])
-    if output_prefix:
-        out = out.withColumn("topic", F.concat(F.lit(output_prefix), "topic"))
-    writer = kafka_sink(out, bootstrap, checkpoint).outputMode("append")
+    kafka = Kafka(bootstrap, checkpoint, input_prefix, output_prefix, max_offsets_per_trigger, fail_on_data_loss,
+                  tuple(job.OUTPUT_TOPICS) if counted else ())
+    writer = job.query(spark, kafka, solution)
     if name:
         writer = writer.queryName(name)
     writer = writer.trigger(availableNow=True) if available_now else writer.trigger(processingTime=trigger_interval)
     with configured(spark, job):
         query = writer.start()
-    report_progress(query, bootstrap, job.__name__.split(".")[-2])
+    report_progress(query, bootstrap, patterns.name(job))
     return query
 
 
