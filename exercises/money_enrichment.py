@@ -20,8 +20,8 @@ EVENT_COLUMNS (given.py):
 Yield rows of one shape (FLOW in given.py), made with the given helpers:
 
     flow(TX, USER, str(user_id), watermark_ms, **tx, session_country=.., session_device=..,
-         session_start_us=.., enriched_by=STREAM)        a transaction joined to its session
-    flow(TX, USER, str(user_id), watermark_ms, **tx, enriched_by=LOOKUP)
+         session_start_us=.., enriched_by=BY_STREAM)        a transaction joined to its session
+    flow(TX, USER, str(user_id), watermark_ms, **tx, enriched_by=BY_LOOKUP)
                                                          a transaction for the lookup service
     dead(fields, TX or SESSION_START, reason, watermark_ms)   a dead letter with its reason
 
@@ -46,7 +46,7 @@ from typing import Iterator
 from pyspark.sql import Row
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
-from jobs.money_enrichment.rules import LOOKUP, STREAM, Settings  # noqa: F401
+from jobs.money_enrichment.rules import BY_LOOKUP, BY_STREAM, Settings  # noqa: F401
 from jobs.money_enrichment.given import (SESSION_START, TX, TX_FIELDS, USER, USER_UPDATE, dead,  # noqa: F401
                                           flow, pick)
 from joinlab.kit.events import timer_ms  # noqa: F401

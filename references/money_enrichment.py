@@ -15,7 +15,7 @@ import json
 
 from jobs.money_enrichment.job import ENRICHED_TOPIC, SCHEMAS, SESSIONS_TOPIC, TRANSACTIONS_TOPIC, USERS_TOPIC
 from jobs.money_enrichment.consumer import actual, parse_output, version  # noqa: F401 (the output contract)
-from jobs.money_enrichment.rules import LOOKUP, Settings, settings, tx_order, user_as_of
+from jobs.money_enrichment.rules import BY_LOOKUP, Settings, settings, tx_order, user_as_of
 from joinlab.kit.events import micros, moment, timer_ms, valid_events
 
 
@@ -104,6 +104,6 @@ def notes(records: list) -> list[str]:
             duplicates += last[key] == record.value
             corrections += last[key] != record.value
         last[key], by[key] = record.value, body["enriched_by"]
-    lookups = sum(method == LOOKUP for method in by.values())
+    lookups = sum(method == BY_LOOKUP for method in by.values())
     return [f"{len(last)} transactions: {len(last) - lookups} enriched from state, {lookups} by lookup; "
             f"{corrections} corrections, {duplicates} re-emitted duplicates (same key, same content)"]

@@ -13,7 +13,7 @@ from pyspark.sql import Row
 from generators.money_enrichment import generate
 from jobs.money_enrichment.in_memory import InMemory as MoneyEnrichment
 from jobs.money_enrichment.job import ENRICHED_TOPIC, SESSIONS_TOPIC, TRANSACTIONS_TOPIC, USERS_TOPIC
-from jobs.money_enrichment.rules import LOOKUP, STREAM, Settings, settings
+from jobs.money_enrichment.rules import BY_LOOKUP, BY_STREAM, Settings, settings
 from jobs.money_enrichment.given import (DEAD, ENRICHED, EVENT_COLUMNS, SESSION, SESSION_START, TX, USER,
                                           USER_UPDATE, UserTxs)
 from jobs.money_enrichment.solution import Joining
@@ -95,7 +95,7 @@ def test_a_transaction_before_its_session_waits_in_state_and_joins_when_the_sess
     assert ids(joining(p, "s1").waiting) == ["t1"]
     p.batch([start("s1", 1, 4, country="DE")], watermark=ms(1))
     out = p.batch([], watermark=ms(6))
-    assert [(r["tx_id"], r["session_country"], r["enriched_by"]) for r in out] == [("t1", "DE", STREAM)]
+    assert [(r["tx_id"], r["session_country"], r["enriched_by"]) for r in out] == [("t1", "DE", BY_STREAM)]
     assert joining(p, "s1").waiting == []
 
 
@@ -104,7 +104,7 @@ def test_a_transaction_whose_session_never_comes_leaves_state_after_the_wait_lim
     p.batch([tx("t1", 1, "s9", 5)], watermark=ms(1))
     assert p.batch([], watermark=ms(34)) == [] and p.lookups == []  # 5 s + 30 s wait limit not passed yet
     out = p.batch([], watermark=ms(35))
-    assert [(r["tx_id"], r["session_country"], r["enriched_by"]) for r in out] == [("t1", "FR", LOOKUP)]
+    assert [(r["tx_id"], r["session_country"], r["enriched_by"]) for r in out] == [("t1", "FR", BY_LOOKUP)]
     assert p.lookups == ["s9"]
     assert joining(p, "s9").waiting == []
 
@@ -117,7 +117,7 @@ def test_session_state_expires_with_the_watermark_and_a_later_transaction_is_loo
     p.batch([], watermark=ms(120))  # start + 2 minutes
     assert joining(p, "s1").session is None
     out = p.batch([tx("t1", 1, "s1", 100)], watermark=ms(200))  # 100 s + 30 s wait limit is behind 200 s
-    assert [(r["tx_id"], r["session_country"], r["enriched_by"]) for r in out] == [("t1", "DE", LOOKUP)]
+    assert [(r["tx_id"], r["session_country"], r["enriched_by"]) for r in out] == [("t1", "DE", BY_LOOKUP)]
 
 
 def test_a_failed_lookup_becomes_a_dead_letter_with_its_reason():
@@ -324,11 +324,11 @@ def test_the_notes_count_a_replayed_record_as_a_duplicate_and_a_changed_one_as_a
     """After a restart the at-least-once sink writes a replayed batch's records again, identical:
     the verifier's notes count them apart from corrections (a newer record for the same tx_id)."""
     def out(tx_id, **fields):
-        body = {"tx_id": tx_id, "enriched_by": STREAM, "first_of_type": True, **fields}
+        body = {"tx_id": tx_id, "enriched_by": BY_STREAM, "first_of_type": True, **fields}
         return Record(ENRICHED_TOPIC, tx_id.encode(), json.dumps(body).encode(), "event")
 
     replayed, corrected = out("a"), out("b", first_of_type=False)
-    looked_up = out("c", enriched_by=LOOKUP)
+    looked_up = out("c", enriched_by=BY_LOOKUP)
     records = [out("a"), out("b"), looked_up, replayed, corrected, looked_up]
     assert reference.notes(records) == ["3 transactions: 2 enriched from state, 1 by lookup; "
                                         "1 corrections, 2 re-emitted duplicates (same key, same content)"]

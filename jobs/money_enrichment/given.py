@@ -27,7 +27,7 @@ from joinlab.kit.typed_state import KeyState, grouping_key
 from joinlab.kit.stages import Flow
 
 SESSION, USER, PASS = "session", "user", "pass"        # entities: what a row is keyed by
-TX, USER_UPDATE, SESSION_START = "tx", "user", "session"  # input kinds
+TX, USER_UPDATE, SESSION_START = "tx", "user-update", "session-start"  # input kinds (never an entity's name)
 ENRICHED, DEAD = "enriched", "dead"                     # output kinds
 
 

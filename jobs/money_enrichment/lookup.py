@@ -13,12 +13,12 @@ from __future__ import annotations
 from typing import Callable, Iterator
 
 from jobs.money_enrichment.given import DEAD, ENRICHED, PASS, TX
-from jobs.money_enrichment.rules import LOOKUP
+from jobs.money_enrichment.rules import BY_LOOKUP
 from joinlab.kit.events import micros
 
 
 def needs_lookup(row: dict) -> bool:
-    return row["kind"] == ENRICHED and row["enriched_by"] == LOOKUP and row["session_start_us"] is None
+    return row["kind"] == ENRICHED and row["enriched_by"] == BY_LOOKUP and row["session_start_us"] is None
 
 
 def fill(row: dict, result) -> dict:

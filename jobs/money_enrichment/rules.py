@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from joinlab.config import duration_ms
 
 TYPES = ("deposit", "withdrawal", "payment", "transfer")
-STREAM, LOOKUP = "stream", "lookup"  # how a transaction got its session: from state, or from the service
+BY_STREAM, BY_LOOKUP = "stream", "lookup"  # how a transaction got its session: from state, or from the service
 
 
 def user_version_key(t_us: int, version: int) -> tuple[int, int]:

@@ -19,7 +19,7 @@ from pyspark.sql import Row
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
 from jobs.money_enrichment.given import SESSION_START, TX, USER, USER_UPDATE, Tx, cleanup_ms, dead, flow, pick, tx_of
-from jobs.money_enrichment.rules import LOOKUP, STREAM, Settings
+from jobs.money_enrichment.rules import BY_LOOKUP, BY_STREAM, Settings
 from joinlab.kit.events import timer_ms
 from joinlab.kit.typed_state import KeyState
 
@@ -115,12 +115,12 @@ class SessionJoin(StatefulProcessor):
     @staticmethod
     def _joined(session: Session, tx: Tx, watermark: int) -> Row:
         return flow(TX, USER, str(tx.user_id), watermark, session_country=session.country,
-                    session_device=session.device, session_start_us=session.start_us, enriched_by=STREAM,
+                    session_device=session.device, session_start_us=session.start_us, enriched_by=BY_STREAM,
                     **tx._asdict())
 
     @staticmethod
     def _to_lookup(tx: Tx, watermark: int) -> Row:
-        return flow(TX, USER, str(tx.user_id), watermark, enriched_by=LOOKUP, **tx._asdict())
+        return flow(TX, USER, str(tx.user_id), watermark, enriched_by=BY_LOOKUP, **tx._asdict())
 
     def handleExpiredTimer(self, key, timerValues, expiredTimerInfo) -> Iterator[Row]:
         """Whatever is due at this watermark leaves: the session, waiting transactions (to the

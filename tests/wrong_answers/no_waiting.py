@@ -4,7 +4,7 @@ service has the session, and is lost to a dead letter. Dedup and the rest are ri
 the scenario that shows it."""
 from pyspark.sql.streaming import StatefulProcessor
 
-from jobs.money_enrichment.rules import LOOKUP, STREAM
+from jobs.money_enrichment.rules import BY_LOOKUP, BY_STREAM
 from jobs.money_enrichment.given import SESSION_START, TX, TX_FIELDS, USER, USER_UPDATE, flow, pick
 
 
@@ -33,9 +33,9 @@ class SessionJoin(StatefulProcessor):
             if self.session.exists():
                 country, device, start_us = self.session.get()
                 yield flow(TX, USER, str(row.user_id), watermark, session_country=country, session_device=device,
-                           session_start_us=start_us, enriched_by=STREAM, **tx)
+                           session_start_us=start_us, enriched_by=BY_STREAM, **tx)
             else:
-                yield flow(TX, USER, str(row.user_id), watermark, enriched_by=LOOKUP, **tx)
+                yield flow(TX, USER, str(row.user_id), watermark, enriched_by=BY_LOOKUP, **tx)
 
     def close(self):
         pass
