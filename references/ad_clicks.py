@@ -11,7 +11,7 @@ arrival order, no micro-batches.
   agree exactly. The tests keep disorder within the delay, and send a late event only after the
   job has moved past it.
 - A clicked impression: every on-time click of it within ATTRIBUTION after it is a match (Spark
-  emits each); a consumer keeps the last by version (job.version: the latest click).
+  emits each); a consumer keeps the last by version (consumer.version: the latest click).
 - An unclicked impression comes out only once the final watermark is past its event time +
   ATTRIBUTION by a millisecond or more (Spark's state cleanup predicate: impression_time <= watermark
   - 1 minute - 1 ms); before that a click could still come. Impressions after that point are undecided and

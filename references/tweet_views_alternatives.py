@@ -13,7 +13,7 @@ same events as the job, scored against the batch reference, with the cause of ev
   cannot match, once the watermark passes it.
 - Both the join and the job run on the same micro-batches through joinlab.microbatch (a file
   source read one list of records per micro-batch, the memory sink): Spark itself, not a model.
-  Their records are read as a consumer reads the topic (jobs.tweet_views.job.actual: per tweet, the
+  Their records are read as a consumer reads the topic (jobs.tweet_views.consumer.actual: per tweet, the
   view with the highest (tweet_version, user_version)), and scored against references.tweet_views.
 - Every mismatched tweet is then explained from the events alone: the reference's pair (the
   tweet's latest version, the author version it must carry) is outside the range, before or after

@@ -1,6 +1,5 @@
 """Money enrichment end to end: generator -> Kafka -> Spark job, calling the lab's session lookup
 service over real HTTP -> Kafka -> verifier. Real parts only."""
-import dataclasses
 import json
 import os
 import subprocess
@@ -12,7 +11,6 @@ import pytest
 
 import jobs.money_enrichment as money
 import jobs.money_enrichment.job as money_query
-from jobs.money_enrichment.in_memory import STAGES
 from generators.money_enrichment import generate
 from jobs.money_enrichment.given import USER_SCHEMA, UserEnrich
 from joinlab import checkpoint_state as state, cli

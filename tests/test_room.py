@@ -279,7 +279,7 @@ def test_the_board_shows_the_room_and_a_stopped_server_or_restarted_kernel_stops
         return next((r for r in rows() if r.get("query") == f"{name}.notebook_tweet_views" and r.get("batch")), None)
     for name in PARTICIPANTS:
         row = wait_for(lambda: reported(name), 180, f"{name}'s query on the room's board")
-        assert row["participant"] == name and row["server"] == "running" and row["pattern"] == "tweet_views"
+        assert row["participant"] == name and row["server"] == "running" and row["pattern"] == "tweet-views"
         assert row["batch_ms"] > 0 and row["state_rows"] >= 0 and row["input_per_s"] >= 0
     assert {"ann", "ben", "cai", "instructor"} <= {r["participant"] for r in rows()}
     page = instructor.session.get(board)
