@@ -40,7 +40,7 @@ class Lookup:
 
 @runtime_checkable
 class Job(Protocol):
-    """A pattern's package (jobs/<module>/__init__.py gathers its parts): what joinlab reads of it."""
+    """A pattern's parts (jobs/<module>/parts.py gathers them): what joinlab reads of it."""
     INPUT_TOPICS: list[str]
     OUTPUT_TOPICS: list[str]       # its dead-letter topic among them
     DEAD_LETTERS_TOPIC: str
@@ -100,7 +100,7 @@ def module_name(pattern: str) -> str:
 
 
 def name(job: Job) -> str:
-    """The pattern whose parts `job` is: jobs.tweet_views -> tweet-views."""
+    """The pattern whose parts `job` is: jobs.tweet_views.parts -> tweet-views."""
     return next(p for p, module in PATTERNS.items() if module == job.__name__)
 
 

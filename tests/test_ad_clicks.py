@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-import jobs.ad_clicks as ad
+import jobs.ad_clicks.parts as ad
 from jobs.ad_clicks.consumer import actual
 from jobs.ad_clicks.in_memory import InMemory
 from generators.ad_clicks import generate

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-import jobs.car_pollution as cp
+import jobs.car_pollution.parts as cp
 from generators.car_pollution import generate
 from joinlab.generate import Disorder, Record, arrive_first, send
 from joinlab.topics import create_topics, read_topics

@@ -44,7 +44,7 @@ def code_spans(text: str) -> set[str]:
 def spark_join(module: str) -> bool:
     """A pattern whose query has no transformWithState stage: its state is Spark's own join's."""
     import importlib
-    return not importlib.import_module(f"jobs.{module}").STAGES
+    return not importlib.import_module(f"jobs.{module}.parts").STAGES
 
 
 @pytest.mark.parametrize("module", PATTERNS)

@@ -63,3 +63,19 @@ def test_no_import_cycle():
 
     cycles = [cycle for name in sorted(graph) if (cycle := cycle_from(name))]
     assert cycles == [], " -> ".join(cycles[0])
+
+
+def test_a_processor_s_module_imports_no_more_than_the_processor_needs():
+    """Spark's Python workers import a processor's module, and with it its package, in every
+    worker that runs a task of the query: the registry (whose entry points scan every installed
+    distribution), a pattern's query or its parts would cost each of them about 90 ms more
+    (docs/benchmarks.md, issue 50)."""
+    import subprocess
+    import sys
+    from joinlab import patterns
+    modules = sorted({f"jobs.{patterns.module_name(p)}.{part}" for p in patterns.PATTERNS for part in ("solution", "given")})
+    code = ("import sys; " + "; ".join(f"import {m}" for m in modules) +
+            "; print(sorted(m for m in sys.modules if m == 'joinlab.patterns' or m.startswith('jobs.') and "
+            "m.rpartition('.')[2] in ('job', 'parts', 'consumer', 'in_memory')))")
+    loaded = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    assert loaded.strip() == "[]", f"importing the processors' modules loads {loaded.strip()}"

@@ -174,7 +174,7 @@ def test_the_local_kafka_image_runs_tweet_views_under_testcontainers(kafka_image
     from testcontainers.core.container import DockerContainer
     from testcontainers.core.wait_strategies import LogMessageWaitStrategy
 
-    import jobs.tweet_views as tv
+    import jobs.tweet_views.parts as tv
     from generators.tweet_views import generate
     from joinlab.broker import free_port
     from joinlab.generate import Disorder, send

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-import jobs.lottery as lottery
+import jobs.lottery.parts as lottery
 from generators.lottery import generate
 from jobs.lottery.rules import ALREADY_STARTED, INACTIVE, LATE, NO_COUPON, NON_POSITIVE
 from joinlab import runner

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-import jobs.lottery as lottery
+import jobs.lottery.parts as lottery
 from generators.lottery import generate
 from jobs.lottery.rules import ALREADY_STARTED, INACTIVE, NO_COUPON, NON_POSITIVE
 from joinlab.generate import Disorder

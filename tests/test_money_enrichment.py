@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-import jobs.money_enrichment as money
+import jobs.money_enrichment.parts as money
 import jobs.money_enrichment.job as money_query
 from generators.money_enrichment import generate
 from jobs.money_enrichment.given import USER_SCHEMA, UserEnrich

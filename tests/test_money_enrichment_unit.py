@@ -337,7 +337,7 @@ def test_the_notes_count_a_replayed_record_as_a_duplicate_and_a_changed_one_as_a
 # --- State layout ------------------------------------------------------------------------------------------
 
 def test_a_checkpoint_of_an_earlier_state_layout_of_either_stage_is_refused_and_a_candidate_s_names_are_not(tmp_path):
-    import jobs.money_enrichment as money
+    import jobs.money_enrichment.parts as money
     from joinlab.runner import CheckpointError, check_state_layout
     check_state_layout(money, checkpoint_declaring(tmp_path / "now", ["joining"], ["users", "txs"]))
     candidate = SimpleNamespace(SessionJoin=object)  # a candidate's module: its own state names

@@ -348,7 +348,7 @@ def test_a_stop_waits_for_the_running_batch_so_none_is_left_half_done(spark, boo
     run again on restart. The batch caught is one after the first: the first (start-up) may take
     longer than the trigger, and the next one then starts at once, with no gap to stop in; later
     batches take less than the trigger, so one ends well before the next."""
-    import jobs.tweet_views as tweet_views
+    import jobs.tweet_views.parts as tweet_views
     from joinlab import runner
     from joinlab.generate import send
     from joinlab.topics import create_topics

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-import jobs.tweet_views as tv
+import jobs.tweet_views.parts as tv
 from generators.tweet_views import generate
 from joinlab.generate import Disorder, Record, iso, send
 from joinlab.topics import create_topics, read_topics

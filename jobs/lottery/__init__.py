@@ -1,10 +1,2 @@
-"""Lottery: job.py is the query, solution.py stages 1 and 2, given.py stage 3, README.md its spec
-page. The pattern's parts, as joinlab reads them (joinlab.patterns.Job):"""
-from jobs.lottery.consumer import actual, version
-from jobs.lottery.in_memory import STAGES, InMemory
-from jobs.lottery.job import (DEAD_LETTERS_TOPIC, INPUT_TOPICS, LOTTERY_TOPIC, OUTPUT_TOPICS, PROCESSORS,
-                              REJECTIONS_TOPIC, SOLUTION, USER_TOPIC, WINNERS_TOPIC, build, query)
-from joinlab.patterns import Interview
-
-SPARK_CONF, LOOKUP, SETTINGS = {}, None, ("LOTTERY_SEED", "LOTTERY_WATERMARK_DELAY")
-INTERVIEW = Interview(level="3, event-time rules across two keys", time_box="60-90 min", key="outcome")
+"""Lottery: job.py is the query, solution.py its processors, README.md its spec page; parts.py
+gathers what joinlab reads. Empty of imports on purpose (parts.py says why)."""

@@ -1,18 +1,2 @@
-"""Money enrichment: job.py is the query, solution.py stage 1, given.py stage 2, lookup.py the
-lookup step, README.md its spec page. The pattern's parts, as joinlab reads them
-(joinlab.patterns.Job):"""
-from jobs.money_enrichment.consumer import actual, version
-from jobs.money_enrichment.in_memory import STAGES, InMemory
-from jobs.money_enrichment.job import (DEAD_LETTERS_TOPIC, ENRICHED_TOPIC, INPUT_TOPICS, OUTPUT_TOPICS, PROCESSORS,
-                                       SESSIONS, SESSIONS_TOPIC, SOLUTION, TRANSACTIONS_TOPIC, USERS_TOPIC, build,
-                                       query)
-from joinlab.patterns import Interview, Lookup
-
-# Avro-encoded state: a field added to a stored value (the user) is read as NULL from old entries
-# on restart; Spark's default encoding refuses the changed schema (README.md). Fixed when a
-# checkpoint is created; joinlab.runner.start applies it.
-SPARK_CONF = {"spark.sql.streaming.stateStore.encodingFormat": "avro"}
-SETTINGS = ("MONEY_WATERMARK_DELAY", "MONEY_SESSION_DURATION", "MONEY_WAIT_LIMIT", "MONEY_DEDUP_HORIZON",
-            "MONEY_USERS_SNAPSHOT")
-INTERVIEW = Interview(level="4, the hard one", time_box="90 min", key="transaction")
-LOOKUP = Lookup(SESSIONS, "session_id")  # what arrives after its session left state is enriched by asking
+"""Money enrichment: job.py is the query, solution.py its processors, README.md its spec page; parts.py
+gathers what joinlab reads. Empty of imports on purpose (parts.py says why)."""

@@ -1,10 +1,2 @@
-"""Tweet views: job.py is the query, solution.py its processor, README.md its spec page. The
-pattern's parts, as joinlab reads them (joinlab.patterns.Job):"""
-from jobs.tweet_views.consumer import actual, version
-from jobs.tweet_views.in_memory import STAGES, InMemory
-from jobs.tweet_views.job import (DEAD_LETTERS_TOPIC, INPUT_TOPICS, OUTPUT_TOPICS, PROCESSORS, SOLUTION,
-                                  TWEETS_TOPIC, USERS_TOPIC, VIEWS_TOPIC, build, query)
-from joinlab.patterns import Interview
-
-SPARK_CONF, LOOKUP, SETTINGS = {}, None, ("LAB_TWEET_VIEWS_RETENTION",)
-INTERVIEW = Interview(level="1, warm-up", time_box="30-45 min", key="tweet")
+"""Tweet views: job.py is the query, solution.py its processors, README.md its spec page; parts.py
+gathers what joinlab reads. Empty of imports on purpose (parts.py says why)."""
