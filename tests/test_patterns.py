@@ -107,7 +107,7 @@ def test_the_stacks_run_its_generator(pattern):
 def test_the_job_module_reads_top_down(pattern):
     """Nothing in jobs/<pattern>/job.py is used above the line that defines it (in a function's
     body too): the file reads in the order the data flows, as docs/architecture.md walks it."""
-    path = Path(patterns.job(pattern).__file__)
+    path = ROOT / "jobs" / patterns.module_name(pattern) / "job.py"
     tree = ast.parse(path.read_text())
     defined = {}
     for node in tree.body:

@@ -1,12 +1,13 @@
 """Ad clicks: each impression with its click, or alone once no click can come, through Spark's own
-stream-stream join (a left outer join, watermarks on both sides, an event-time range in the condition).
+stream-stream join (a left outer join, watermarks on both sides, an event-time range in the
+condition).
 
-The query, top down: the topics and their schemas; `query`, Kafka to Kafka; `build`, its heart:
-parse each record (joinlab.kit.events), shuffle the events by impression, split them into the two
-sides, join them on the solution's watermarks and condition (solution.py), and write views and dead
-letters. The row contract and the rules are given.py; the output as a consumer reads it,
-consumer.py; the query in memory, in_memory.py. One record's trip
-through it, its key and what each stage keeps: README.md, "One record's trip".
+The query, top down: the topics and their schemas; `build`, its heart: parse each record
+(joinlab.kit.events), shuffle the events by impression, split them into the two sides, join them on
+the solution's watermarks and condition (solution.py), and write views and dead letters. Last,
+`query`, Kafka to Kafka, which runs it. The row contract and the rules are given.py; the output as a
+consumer reads it, consumer.py; the query in memory, in_memory.py. One record's trip through it, its
+key and what each stage keeps: README.md, "One record's trip".
 """
 from __future__ import annotations
 
@@ -37,11 +38,11 @@ CLICKS = EventSchema(CLICKS_TOPIC, {"click_id": "bigint", "impression_id": "bigi
 SOLUTION, PROCESSORS = "jobs.ad_clicks.solution", ("with_watermarks", "join_condition")
 
 
-def query(spark: SparkSession, kafka: Kafka, solution: ModuleType | None = None) -> DataStreamWriter:
-    """The job: its topics read, `build`, the rows written to the topics they name."""
-    raw = spark.readStream.format("kafka").options(**kafka.source(INPUT_TOPICS)).load()
-    out = build(kafka.incoming(raw), solution)
-    return kafka.outgoing(out).writeStream.format("kafka").options(**kafka.sink()).outputMode("append")
+def output_records(views: DataFrame) -> DataFrame:
+    """Views (VIEW's columns, given.py) as the output topic's records, keyed by impression."""
+    value = F.to_json(F.struct(*views.columns), {"ignoreNullFields": "false"})
+    return views.select(F.lit(OUTPUT_TOPIC).alias("topic"), F.col("impression_id").cast("string").alias("key"),
+                        value.alias("value"))
 
 
 def build(raw: DataFrame, solution: ModuleType | None = None) -> DataFrame:
@@ -64,8 +65,8 @@ def build(raw: DataFrame, solution: ModuleType | None = None) -> DataFrame:
     return output_records(views).unionByName(by_impression.dead_letters)
 
 
-def output_records(views: DataFrame) -> DataFrame:
-    """Views (VIEW's columns, given.py) as the output topic's records, keyed by impression."""
-    value = F.to_json(F.struct(*views.columns), {"ignoreNullFields": "false"})
-    return views.select(F.lit(OUTPUT_TOPIC).alias("topic"), F.col("impression_id").cast("string").alias("key"),
-                        value.alias("value"))
+def query(spark: SparkSession, kafka: Kafka, solution: ModuleType | None = None) -> DataStreamWriter:
+    """The job: its topics read, `build`, the rows written to the topics they name."""
+    raw = spark.readStream.format("kafka").options(**kafka.source(INPUT_TOPICS)).load()
+    out = build(kafka.incoming(raw), solution)
+    return kafka.outgoing(out).writeStream.format("kafka").options(**kafka.sink()).outputMode("append")

@@ -1,11 +1,11 @@
 """Car pollution: a one-to-many join (many cars in one zone) that stays right while cars move.
 
-The query, top down: the topics and their schemas; how the first stage keys them (ROUTES); `query`,
-Kafka to Kafka; `build`, its heart: parse each record (joinlab.kit.events), shuffle the events by
-the first stage's key, group them by car, then by zone, through the two processors (solution.py),
-and write views and dead letters. The row contract is given.py; the output as a consumer reads
-it, consumer.py; the stages in memory, in_memory.py. One record's trip
-through it, its key and what each stage keeps: README.md, "One record's trip".
+The query, top down: the topics and their schemas; how the first stage keys them (ROUTES); `build`,
+its heart: parse each record (joinlab.kit.events), shuffle the events by the first stage's key,
+group them by car, then by zone, through the two processors (solution.py), and write views and dead
+letters. Last, `query`, Kafka to Kafka, which runs it. The row contract is given.py; the output as a
+consumer reads it, consumer.py; the stages in memory, in_memory.py. One record's trip through it,
+its key and what each stage keeps: README.md, "One record's trip".
 """
 from __future__ import annotations
 
@@ -39,11 +39,11 @@ ROUTES = [Route(ARRIVALS, "car", "car_id"), Route(READINGS, "zone", "zone_id")]
 SOLUTION, PROCESSORS = "jobs.car_pollution.solution", ("CarMovesProcessor", "ZoneCarsProcessor")
 
 
-def query(spark: SparkSession, kafka: Kafka, solution: ModuleType | None = None) -> DataStreamWriter:
-    """The job: its topics read, `build`, the rows written to the topics they name."""
-    raw = spark.readStream.format("kafka").options(**kafka.source(INPUT_TOPICS)).load()
-    out = build(kafka.incoming(raw), solution)
-    return kafka.outgoing(out).writeStream.format("kafka").options(**kafka.sink()).outputMode("append")
+def output_records(views: DataFrame) -> DataFrame:
+    """Views (VIEW's columns) as the output topic's records, keyed by car."""
+    value = F.to_json(F.struct(*views.columns), {"ignoreNullFields": "false"})
+    return views.select(F.lit(OUTPUT_TOPIC).alias("topic"), F.col("car_id").cast("string").alias("key"),
+                        value.alias("value"))
 
 
 def build(raw: DataFrame, solution: ModuleType | None = None) -> DataFrame:
@@ -63,8 +63,8 @@ def build(raw: DataFrame, solution: ModuleType | None = None) -> DataFrame:
     return output_records(views).unionByName(by_entity.dead_letters)
 
 
-def output_records(views: DataFrame) -> DataFrame:
-    """Views (VIEW's columns) as the output topic's records, keyed by car."""
-    value = F.to_json(F.struct(*views.columns), {"ignoreNullFields": "false"})
-    return views.select(F.lit(OUTPUT_TOPIC).alias("topic"), F.col("car_id").cast("string").alias("key"),
-                        value.alias("value"))
+def query(spark: SparkSession, kafka: Kafka, solution: ModuleType | None = None) -> DataStreamWriter:
+    """The job: its topics read, `build`, the rows written to the topics they name."""
+    raw = spark.readStream.format("kafka").options(**kafka.source(INPUT_TOPICS)).load()
+    out = build(kafka.incoming(raw), solution)
+    return kafka.outgoing(out).writeStream.format("kafka").options(**kafka.sink()).outputMode("append")

@@ -1,12 +1,12 @@
-"""Lottery: lottery events and user events co-processed by three keyed stages, 10-second
-windows, and a seeded winner per window.
+"""Lottery: lottery events and user events co-processed by three keyed stages, 10-second windows, and a
+seeded winner per window.
 
 A click needs both its lottery's state (started?) and its user's coupons, and the two topics are
 keyed by different ids, so no single key holds both: stage 1 is keyed by lottery, stage 2 by user,
 stage 3 by lottery again, chained in one query. The query, top down: the topics and their schemas;
-how stage 1 keys them (ROUTES); `query`, Kafka to Kafka; `build`, its heart; what goes to the
-output topics. The row contract and stage 3 are given.py; stages 1 and 2, solution.py; the rules,
-rules.py; the output as a consumer reads it, consumer.py; the stages in memory, in_memory.py. One record's trip
+how stage 1 keys them (ROUTES); `build`, its heart. Last, `query`, Kafka to Kafka, which runs it.
+The row contract and stage 3 are given.py; stages 1 and 2, solution.py; the rules, rules.py; the
+output as a consumer reads it, consumer.py; the stages in memory, in_memory.py. One record's trip
 through it, its key and what each stage keeps: README.md, "One record's trip".
 """
 from __future__ import annotations
@@ -57,11 +57,19 @@ ROUTES = [Route(LOTTERY_EVENTS, LOTTERY, "lottery_id"), Route(USER_EVENTS, LOTTE
 SOLUTION, PROCESSORS = "jobs.lottery.solution", ("LotteryGate", "Coupons")
 
 
-def query(spark: SparkSession, kafka: Kafka, solution: ModuleType | None = None) -> DataStreamWriter:
-    """The job: its topics read, `build`, the rows written to the topics they name."""
-    raw = spark.readStream.format("kafka").options(**kafka.source(INPUT_TOPICS)).load()
-    out = build(kafka.incoming(raw), solution)
-    return kafka.outgoing(out).writeStream.format("kafka").options(**kafka.sink()).outputMode("append")
+def output_records(decided: DataFrame) -> DataFrame:
+    """Outcomes as Kafka sink rows: winners keyed by lottery, rejections keyed by event id."""
+    winner = F.to_json(F.struct("lottery_id", F.timestamp_micros("window_start_us").alias("window_start"),
+                                F.timestamp_micros(F.col("window_start_us") + WINDOW_US).alias("window_end"),
+                                "winner_user_id", "winning_event_id", "entrants", "seed"))
+    rejection = F.to_json(F.struct("event_id", "type", F.timestamp_micros("t_us").alias("event_time"),
+                                   "lottery_id", "user_id", "amount", "rule", "message"),
+                          {"ignoreNullFields": "false"})
+    is_winner = F.col("kind") == WINNER
+    return decided.where(F.col("kind").isin(WINNER, REJECTION)).select(
+        F.when(is_winner, WINNERS_TOPIC).otherwise(REJECTIONS_TOPIC).alias("topic"),
+        F.when(is_winner, F.col("lottery_id").cast("string")).otherwise(F.col("event_id")).alias("key"),
+        F.when(is_winner, winner).otherwise(rejection).alias("value"))
 
 
 def build(raw: DataFrame, solution: ModuleType | None = None) -> DataFrame:
@@ -95,16 +103,8 @@ def build(raw: DataFrame, solution: ModuleType | None = None) -> DataFrame:
     return output_records(decided).unionByName(by_entity.dead_letters)
 
 
-def output_records(decided: DataFrame) -> DataFrame:
-    """Outcomes as Kafka sink rows: winners keyed by lottery, rejections keyed by event id."""
-    winner = F.to_json(F.struct("lottery_id", F.timestamp_micros("window_start_us").alias("window_start"),
-                                F.timestamp_micros(F.col("window_start_us") + WINDOW_US).alias("window_end"),
-                                "winner_user_id", "winning_event_id", "entrants", "seed"))
-    rejection = F.to_json(F.struct("event_id", "type", F.timestamp_micros("t_us").alias("event_time"),
-                                   "lottery_id", "user_id", "amount", "rule", "message"),
-                          {"ignoreNullFields": "false"})
-    is_winner = F.col("kind") == WINNER
-    return decided.where(F.col("kind").isin(WINNER, REJECTION)).select(
-        F.when(is_winner, WINNERS_TOPIC).otherwise(REJECTIONS_TOPIC).alias("topic"),
-        F.when(is_winner, F.col("lottery_id").cast("string")).otherwise(F.col("event_id")).alias("key"),
-        F.when(is_winner, winner).otherwise(rejection).alias("value"))
+def query(spark: SparkSession, kafka: Kafka, solution: ModuleType | None = None) -> DataStreamWriter:
+    """The job: its topics read, `build`, the rows written to the topics they name."""
+    raw = spark.readStream.format("kafka").options(**kafka.source(INPUT_TOPICS)).load()
+    out = build(kafka.incoming(raw), solution)
+    return kafka.outgoing(out).writeStream.format("kafka").options(**kafka.sink()).outputMode("append")

@@ -1,12 +1,12 @@
-"""Money enrichment: transactions joined to their session and to their user as of the
-transaction's time, deduplicated, first-of-type flagged; late ones enriched by a lookup service.
+"""Money enrichment: transactions joined to their session and to their user as of the transaction's
+time, deduplicated, first-of-type flagged; late ones enriched by a lookup service.
 
-The query, top down: the topics and their schemas; how stage 1 keys them (ROUTES); `query`, Kafka
-to Kafka; `build`, its heart: parse each record (joinlab.kit.events), shuffle the events by stage
-1's key, group them by session (SessionJoin, solution.py or a candidate's module), then by user
-(UserEnrich, given.py), ask the lookup service about what came too late (lookup.py), and write
-enriched transactions and dead letters. The rules and settings are rules.py; the output as a
-consumer reads it, consumer.py; the stages in memory, in_memory.py. One record's trip
+The query, top down: the topics and their schemas; how stage 1 keys them (ROUTES); `build`, its
+heart: parse each record (joinlab.kit.events), shuffle the events by stage 1's key, group them by
+session (SessionJoin, solution.py or a candidate's module), then by user (UserEnrich, given.py), ask
+the lookup service about what came too late (lookup.py), and write enriched transactions and dead
+letters. Last, `query`, Kafka to Kafka, which runs it. The rules and settings are rules.py; the
+output as a consumer reads it, consumer.py; the stages in memory, in_memory.py. One record's trip
 through it, its key and what each stage keeps: README.md, "One record's trip".
 """
 from __future__ import annotations
@@ -59,38 +59,6 @@ KINDS = {TRANSACTIONS_TOPIC: TX, SESSIONS_TOPIC: SESSION_START, USERS_TOPIC: USE
 
 # The processor a solution module defines (stage 1): the lab's, or a candidate's of that name.
 SOLUTION, PROCESSORS = "jobs.money_enrichment.solution", ("SessionJoin",)
-
-
-def query(spark: SparkSession, kafka: Kafka, solution: ModuleType | None = None) -> DataStreamWriter:
-    """The job: its topics read, `build`, the rows written to the topics they name."""
-    raw = spark.readStream.format("kafka").options(**kafka.source(INPUT_TOPICS)).load()
-    out = build(kafka.incoming(raw), solution)
-    return kafka.outgoing(out).writeStream.format("kafka").options(**kafka.sink()).outputMode("append")
-
-
-def build(raw: DataFrame, solution: ModuleType | None = None) -> DataFrame:
-    """Kafka records in (the connector's columns), Kafka records (topic, key, value) out. Settings
-    come from the environment here (rules.py, and the lookup client's LAB_LOOKUP_*)."""
-    parsed = parse_events(raw, SCHEMAS, DEAD_LETTERS_TOPIC, job="money-enrichment")
-    # The query's first shuffle, by stage 1's key, shared by the events and the dead letters: Kafka is
-    # read once. Each stage still groups anew (the watermark operator does not pass its partitioning on).
-    by_entity = parsed.shuffle(route_columns(ROUTES, KEY, "string"))
-    config, processors = settings(), solutions.of(SOLUTION, PROCESSORS, solution)
-    users = users_snapshot(raw.sparkSession, config.users_snapshot) if config.users_snapshot else None
-    # Each stage emits a row keyed by the (entity, entity_id) of the stage it goes to next (given.py's
-    # `flow`), and each groups by that key. Stage 1's rows' emitted_at (the watermark they were
-    # emitted at, + 1 ms) is stage 2's event time.
-    joined = (stage_rows(by_entity.events, config)  # by session: dedup, the wait for the session; on by user
-              .groupBy("entity", "entity_id")
-              .transformWithState(processors.SessionJoin(config), FLOW, "Append", "EventTime",
-                                  eventTimeColumnName="emitted_at"))
-    with_users = (joined  # by user: the user as of the transaction's time, first of type (no
-                  .groupBy("entity", "entity_id")  # stateful operator after it reads its rows' time)
-                  .transformWithState(UserEnrich(config), FLOW, "Append", "EventTime",
-                                      initialState=users.groupBy(*KEY) if users is not None else None))
-    # What came after its session left state is enriched by asking the lookup service (lookup.py).
-    decided = with_users.mapInArrow(lookup_step(LookupSettings.from_env()), FLOW)
-    return output_records(decided).unionByName(by_entity.dead_letters)
 
 
 def stage_rows(events: DataFrame, config: Settings) -> DataFrame:
@@ -147,3 +115,35 @@ def output_records(flows: DataFrame) -> DataFrame:
         F.when(is_enriched, ENRICHED_TOPIC).otherwise(DEAD_LETTERS_TOPIC).alias("topic"),
         F.when(is_enriched, F.col("tx_id")).otherwise(F.col("entity_id")).alias("key"),
         F.when(is_enriched, enriched).otherwise(letter).alias("value"))
+
+
+def build(raw: DataFrame, solution: ModuleType | None = None) -> DataFrame:
+    """Kafka records in (the connector's columns), Kafka records (topic, key, value) out. Settings
+    come from the environment here (rules.py, and the lookup client's LAB_LOOKUP_*)."""
+    parsed = parse_events(raw, SCHEMAS, DEAD_LETTERS_TOPIC, job="money-enrichment")
+    # The query's first shuffle, by stage 1's key, shared by the events and the dead letters: Kafka is
+    # read once. Each stage still groups anew (the watermark operator does not pass its partitioning on).
+    by_entity = parsed.shuffle(route_columns(ROUTES, KEY, "string"))
+    config, processors = settings(), solutions.of(SOLUTION, PROCESSORS, solution)
+    users = users_snapshot(raw.sparkSession, config.users_snapshot) if config.users_snapshot else None
+    # Each stage emits a row keyed by the (entity, entity_id) of the stage it goes to next (given.py's
+    # `flow`), and each groups by that key. Stage 1's rows' emitted_at (the watermark they were
+    # emitted at, + 1 ms) is stage 2's event time.
+    joined = (stage_rows(by_entity.events, config)  # by session: dedup, the wait for the session; on by user
+              .groupBy("entity", "entity_id")
+              .transformWithState(processors.SessionJoin(config), FLOW, "Append", "EventTime",
+                                  eventTimeColumnName="emitted_at"))
+    with_users = (joined  # by user: the user as of the transaction's time, first of type (no
+                  .groupBy("entity", "entity_id")  # stateful operator after it reads its rows' time)
+                  .transformWithState(UserEnrich(config), FLOW, "Append", "EventTime",
+                                      initialState=users.groupBy(*KEY) if users is not None else None))
+    # What came after its session left state is enriched by asking the lookup service (lookup.py).
+    decided = with_users.mapInArrow(lookup_step(LookupSettings.from_env()), FLOW)
+    return output_records(decided).unionByName(by_entity.dead_letters)
+
+
+def query(spark: SparkSession, kafka: Kafka, solution: ModuleType | None = None) -> DataStreamWriter:
+    """The job: its topics read, `build`, the rows written to the topics they name."""
+    raw = spark.readStream.format("kafka").options(**kafka.source(INPUT_TOPICS)).load()
+    out = build(kafka.incoming(raw), solution)
+    return kafka.outgoing(out).writeStream.format("kafka").options(**kafka.sink()).outputMode("append")

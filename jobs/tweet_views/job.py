@@ -1,10 +1,11 @@
 """Tweet views: users ⋈ tweets keyed by author, whichever side arrives first.
 
-The query, top down: the topics and their schemas; `query`, Kafka to Kafka; `build`, its heart:
-parse each record (joinlab.kit.events), shuffle the events by author, group them by author through
-the processor (solution.py), and write views and dead letters. The row contract is given.py; the
-output as a consumer reads it, consumer.py; the stage in memory, in_memory.py. One record's trip
-through it, its key and what each stage keeps: README.md, "One record's trip".
+The query, top down: the topics and their schemas; `build`, its heart: parse each record
+(joinlab.kit.events), shuffle the events by author, group them by author through the processor
+(solution.py), and write views and dead letters. Last, `query`, Kafka to Kafka, which runs it. The
+row contract is given.py; the output as a consumer reads it, consumer.py; the stage in memory,
+in_memory.py. One record's trip through it, its key and what each stage keeps: README.md, "One
+record's trip".
 """
 from __future__ import annotations
 
@@ -34,11 +35,18 @@ TWEETS = EventSchema(TWEETS_TOPIC, {"tweet_id": "bigint", "user_id": "bigint", "
 SOLUTION, PROCESSORS = "jobs.tweet_views.solution", ("TweetViewsProcessor",)
 
 
-def query(spark: SparkSession, kafka: Kafka, solution: ModuleType | None = None) -> DataStreamWriter:
-    """The job: its topics read, `build`, the rows written to the topics they name."""
-    raw = spark.readStream.format("kafka").options(**kafka.source(INPUT_TOPICS)).load()
-    out = build(kafka.incoming(raw), solution)
-    return kafka.outgoing(out).writeStream.format("kafka").options(**kafka.sink()).outputMode("append")
+def output_records(views: DataFrame) -> DataFrame:
+    """Rows of VIEW's columns as the output topic's records, keyed by tweet: one writer of the
+    record's shape, so whatever else writes views (Spark's own join, in
+    references/tweet_views_alternatives.py) is read back by `consumer.actual` exactly as the job's are."""
+    value = F.to_json(F.struct(
+        "tweet_id",
+        F.struct("tweet_id", F.col("tweet_version").alias("version"), "text",
+                 F.col("tweet_time").alias("event_time")).alias("tweet"),
+        F.struct("user_id", F.col("user_version").alias("version"), "name", "handle",
+                 F.col("user_time").alias("event_time")).alias("author")))
+    return views.select(F.lit(VIEWS_TOPIC).alias("topic"), F.col("tweet_id").cast("string").alias("key"),
+                        value.alias("value"))
 
 
 def build(raw: DataFrame, solution: ModuleType | None = None) -> DataFrame:
@@ -53,15 +61,8 @@ def build(raw: DataFrame, solution: ModuleType | None = None) -> DataFrame:
     return output_records(views).unionByName(by_author.dead_letters)
 
 
-def output_records(views: DataFrame) -> DataFrame:
-    """Rows of VIEW's columns as the output topic's records, keyed by tweet: one writer of the
-    record's shape, so whatever else writes views (Spark's own join, in
-    references/tweet_views_alternatives.py) is read back by `consumer.actual` exactly as the job's are."""
-    value = F.to_json(F.struct(
-        "tweet_id",
-        F.struct("tweet_id", F.col("tweet_version").alias("version"), "text",
-                 F.col("tweet_time").alias("event_time")).alias("tweet"),
-        F.struct("user_id", F.col("user_version").alias("version"), "name", "handle",
-                 F.col("user_time").alias("event_time")).alias("author")))
-    return views.select(F.lit(VIEWS_TOPIC).alias("topic"), F.col("tweet_id").cast("string").alias("key"),
-                        value.alias("value"))
+def query(spark: SparkSession, kafka: Kafka, solution: ModuleType | None = None) -> DataStreamWriter:
+    """The job: its topics read, `build`, the rows written to the topics they name."""
+    raw = spark.readStream.format("kafka").options(**kafka.source(INPUT_TOPICS)).load()
+    out = build(kafka.incoming(raw), solution)
+    return kafka.outgoing(out).writeStream.format("kafka").options(**kafka.sink()).outputMode("append")
