@@ -1,6 +1,6 @@
 """Money enrichment's stages in memory: the query's stateful calls as declarations (STAGES), then
 the lookup step, run through pyspark's TwsTester one micro-batch at a time, with no Spark session
-(unit tests, the grader). tests/test_patterns.py checks STAGES against the query's plan."""
+(unit tests, the grader). tests/test_queries.py checks STAGES against the query's plan."""
 from __future__ import annotations
 
 from types import ModuleType

@@ -1,6 +1,6 @@
 """Tweet views' stage in memory: the query's stateful call as a declaration (STAGES), run through
 pyspark's TwsTester one micro-batch at a time, with no Spark session (unit tests, the grader).
-tests/test_patterns.py checks STAGES against the query's plan."""
+tests/test_queries.py checks STAGES against the query's plan."""
 from __future__ import annotations
 
 from types import ModuleType

@@ -55,8 +55,6 @@ def processors(stages: list[Stage]) -> tuple[str, ...]:
     return tuple(s.processor.rpartition(".")[2] for s in stages if isinstance(s.processor, str))
 
 
-
-
 class Flow:
     """Rows of the shape `ddl` ('name type, ...'), keyed by the columns `key` names (entity, id)."""
 
