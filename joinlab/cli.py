@@ -9,7 +9,7 @@ import tempfile
 
 from joinlab import broker, patterns
 from joinlab.broker import BrokerError
-from joinlab.config import ParticipantError, lab_home, query_name, topic_prefix
+from joinlab.config import ParticipantError, checkpoint_of, on_server, query_name, topic_prefix
 from joinlab.jars import JarsError
 from joinlab.kit.solutions import SolutionError
 
@@ -65,7 +65,7 @@ def cmd_run(args) -> int:
     command = f"joinlab run {args.pattern}"  # job errors say `joinlab run PATTERN`: this pattern's in its place
     bootstrap = broker.bootstrap_servers()
     create_topics(bootstrap, owned(patterns.all_topics(args.pattern)))
-    checkpoint = args.checkpoint or str(lab_home() / "checkpoints" / args.pattern)
+    checkpoint = checkpoint_of(args.pattern, args.checkpoint)
     if args.reset:
         try:
             runner.fresh_checkpoint(checkpoint)
@@ -111,6 +111,8 @@ def _unwritable(directory: str) -> str | None:
     """Why `directory` cannot take a checkpoint (create it, write a file in it), or None. Checked
     before Spark starts, so the error is one line, and no half-written checkpoint is left."""
     from joinlab.runner import checkpoint_dir
+    if on_server(directory):  # the server's side: its server says so, when the query starts
+        return None
     try:
         checkpoint_dir(directory)  # in a room, one the server's user may write in
         tempfile.NamedTemporaryFile(dir=directory, prefix=".write-probe-").close()
@@ -133,8 +135,8 @@ def cmd_verify(args) -> int:
 
 
 def cmd_state(args) -> int:
-    checkpoint = args.checkpoint or str(lab_home() / "checkpoints" / args.pattern)
-    if not os.path.isdir(os.path.join(checkpoint, "state")):
+    checkpoint = checkpoint_of(args.pattern, args.checkpoint)
+    if not on_server(checkpoint) and not os.path.isdir(os.path.join(checkpoint, "state")):
         print(f"joinlab state: no state in {checkpoint}; run the job first (`joinlab run {args.pattern}`), "
               "or pass --checkpoint DIR", file=sys.stderr)
         return 2
@@ -142,9 +144,10 @@ def cmd_state(args) -> int:
     from joinlab.spark import session
     from joinlab.checkpoint_state import describe, refuse_unknown
     try:
-        if held := state_variables(checkpoint):  # a --var that is not there: said before Spark starts
+        spark = session(f"state-{args.pattern}") if on_server(checkpoint) else None  # else: read here, before Spark starts
+        if held := state_variables(checkpoint, spark):  # a --var that is not there
             refuse_unknown(args.var, held, checkpoint)
-        spark = session(f"state-{args.pattern}")
+        spark = spark or session(f"state-{args.pattern}")
         print("\n".join(describe(spark, checkpoint, args.limit, args.var)))
     except ValueError as exc:
         print(f"joinlab state: {exc}", file=sys.stderr)

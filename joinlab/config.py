@@ -14,6 +14,24 @@ def lab_home() -> Path:
     return path
 
 
+def checkpoints() -> str:
+    """Where jobs keep their checkpoints, a folder per pattern: $LAB_CHECKPOINTS, else
+    $LAB_HOME/checkpoints. For a Spark server elsewhere, a URI (docs/operations.md#your-own-spark)."""
+    return os.environ.get("LAB_CHECKPOINTS") or str(lab_home() / "checkpoints")
+
+
+def on_server(checkpoint: str) -> bool:
+    """Whether a checkpoint is named by a URI (file:///srv/..., s3a://bucket/..., hdfs://...): a place
+    on the Spark server's side, which the client never reads or writes itself (its server does). A
+    plain path is on this machine, which the lab's own server shares."""
+    return "://" in checkpoint
+
+
+def checkpoint_of(pattern: str, given: str | None = None) -> str:
+    """A pattern's checkpoint: `given` (--checkpoint), else its folder under checkpoints()."""
+    return given or f"{checkpoints().rstrip('/')}/{pattern}"
+
+
 # A participant's name, as the room's hub gives it ($LAB_PARTICIPANT): it goes into topic and query
 # names and, in a room, a Unix user's (`lab-NAME`, at most 32 characters), so it is held to what is
 # safe in all three (Kafka allows [a-zA-Z0-9._-] in a topic's name). The hub's login refuses others.

@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-import tempfile
 import time
 
 from joinlab import runner
@@ -59,7 +58,7 @@ def run_demo(pattern: str, spark, bootstrap: str, seed: int, count: int, solutio
     say(f"producing {len(records)} records (seed {seed}): {summary(records)}")
     send(bootstrap, addressed(records), progress=False)
     say("starting the job (runs until it has caught up)")
-    checkpoint = runner.checkpoint_dir(tempfile.mkdtemp(prefix=f"{pattern}-", dir=lab_home()))
+    checkpoint = runner.new_checkpoint(pattern)
     with runner.services(job, bootstrap):
         query = runner.start(spark, job, bootstrap, checkpoint, available_now=True, name=query_name(f"demo_{pattern}"),
                              solution=solution, input_prefix=topic_prefix(), output_prefix=topic_prefix())

@@ -99,6 +99,12 @@ def module_name(pattern: str) -> str:
     return pattern.replace("-", "_")
 
 
+def packages() -> list[str]:
+    """The top-level packages the patterns' modules are in (`jobs`): what a Spark server's Python
+    workers import besides joinlab."""
+    return sorted({module.split(".")[0] for module in PATTERNS.values()})
+
+
 def name(job: Job) -> str:
     """The pattern whose parts `job` is: jobs.tweet_views.parts -> tweet-views."""
     return next(p for p, module in PATTERNS.items() if module == job.__name__)

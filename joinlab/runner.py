@@ -9,8 +9,10 @@ import json
 import os
 import re
 import shutil
+import tempfile
 import threading
 import time
+import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 from types import ModuleType
@@ -21,7 +23,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from joinlab import patterns
 from joinlab.checkpoint_state import declared
-from joinlab.config import participant, participant_max_offsets
+from joinlab.config import checkpoints, lab_home, on_server, participant, participant_max_offsets
 from joinlab.kit import solutions
 from joinlab.kit.kafka import Kafka
 from joinlab.patterns import Job
@@ -45,7 +47,7 @@ def start(spark: SparkSession, job: Job, bootstrap: str, checkpoint: str, *,
     goes before every output topic's name (a notebook's job writes apart); `counted`: each
     micro-batch's progress counts the rows per output topic (`observedMetrics[COUNTED]`, which
     joinlab.status reads)."""
-    check_state_layout(job, checkpoint, solution)
+    check_state_layout(job, checkpoint, solution, spark)
     if participant():  # in a room: no participant's batches so large that everyone else's wait (config)
         max_offsets_per_trigger = min(filter(None, [max_offsets_per_trigger, participant_max_offsets()]))
     kafka = Kafka(bootstrap, checkpoint, input_prefix, output_prefix, max_offsets_per_trigger, fail_on_data_loss,
@@ -125,7 +127,12 @@ def fresh_checkpoint(path: str) -> None:
     one renamed aside to `<folder>/.<name>.old-<UTC time>`, then removed as far as this user may
     (the server's files stay where only the server's user may delete them). A rename that fails
     raises CheckpointError: a job started on the old checkpoint would resume from it. In a room
-    (config.participant()) the new, empty folder is made for the server to write in (checkpoint_dir)."""
+    (config.participant()) the new, empty folder is made for the server to write in (checkpoint_dir).
+    A checkpoint on the server's side (config.on_server) is not this client's to delete: refused."""
+    if on_server(path):
+        raise CheckpointError(
+            f"the checkpoint {path} is on the Spark server's side, where the lab deletes nothing: delete it "
+            f"there, or start afresh on another (`joinlab run PATTERN --checkpoint URI`, or $LAB_CHECKPOINTS).")
     path = os.path.abspath(path)
     if os.path.lexists(path):
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
@@ -147,7 +154,10 @@ def checkpoint_dir(path: str) -> str:
     """`path`, a folder the Spark server writes in (a checkpoint), created if missing. In a room
     Spark runs as a user of its own (joinlab.room.hub.spark_user): a participant's folder gets mode
     0777, set explicitly (the umask would take bits off); root's (the instructor at the lab's
-    console) is handed to that user. Otherwise its mode is left as it is."""
+    console) is handed to that user. Otherwise its mode is left as it is. A checkpoint on the server's
+    side (config.on_server) is the server's to make: returned as it is."""
+    if on_server(path):
+        return path
     from joinlab.stack import procs
     os.makedirs(path, exist_ok=True)
     if participant():
@@ -157,17 +167,23 @@ def checkpoint_dir(path: str) -> str:
     return path
 
 
-def operator_state(checkpoint: str) -> list[set[str]]:
+def new_checkpoint(prefix: str) -> str:
+    """A checkpoint no run has used, named `prefix-...`: a new folder in LAB_HOME, or a new place
+    under $LAB_CHECKPOINTS where that is the server's side (config.on_server)."""
+    root = checkpoints()
+    if on_server(root):
+        return f"{root.rstrip('/')}/{prefix}-{uuid.uuid4().hex[:12]}"
+    return checkpoint_dir(tempfile.mkdtemp(prefix=f"{prefix}-", dir=lab_home()))
+
+
+def operator_state(checkpoint: str, spark: SparkSession | None = None) -> list[set[str]]:
     """The state variables of each stateful operator of a checkpoint, from the operator's newest
-    metadata file (state/<operator>/_metadata/v2/<batch>, written by transformWithState)."""
+    metadata file (state/<operator>/_metadata/v2/<batch>, written by transformWithState): read
+    here, or by `spark`'s server where the checkpoint is the server's (config.on_server)."""
     found = []
-    for operator in Path(checkpoint, "state").glob("*/_metadata/v2"):
-        batches = [f for f in operator.iterdir() if f.name.isdigit()]
-        if not batches:
-            continue
+    for batches in _operator_metadata(checkpoint, spark).values():
         names: set[str] = set()
-        newest = max(batches, key=lambda f: int(f.name))
-        for line in newest.read_text().splitlines()[1:]:  # the first line is the format version
+        for line in batches[max(batches)].splitlines()[1:]:  # the first line is the format version
             try:
                 properties = json.loads(line).get("operatorPropertiesJson")
             except ValueError:
@@ -177,23 +193,47 @@ def operator_state(checkpoint: str) -> list[set[str]]:
     return found
 
 
-def state_variables(checkpoint: str) -> set[str]:
+def _operator_metadata(checkpoint: str, spark: SparkSession | None) -> dict[str, dict[int, str]]:
+    """{operator: {batch: its metadata file's text}} of a checkpoint's stateful operators."""
+    found: dict[str, dict[int, str]] = {}
+    if not on_server(checkpoint):
+        for folder in Path(checkpoint, "state").glob("*/_metadata/v2"):
+            for file in folder.iterdir():
+                if file.name.isdigit():
+                    found.setdefault(folder.parent.parent.name, {})[int(file.name)] = file.read_text()
+        return found
+    from pyspark.errors import AnalysisException
+    try:
+        rows = (spark.read.text(f"{checkpoint.rstrip('/')}/state/*/_metadata/v2/*", wholetext=True)
+                .select("value", "_metadata.file_path").collect())
+    except AnalysisException:  # no such files: a checkpoint without state yet
+        return found
+    for value, path in rows:
+        *_, operator, _meta, _v2, batch = path.split("/")
+        if batch.isdigit():
+            found.setdefault(operator, {})[int(batch)] = value
+    return found
+
+
+def state_variables(checkpoint: str, spark: SparkSession | None = None) -> set[str]:
     """The state variables a checkpoint's stateful operators hold, all operators together."""
-    return set().union(*operator_state(checkpoint))
+    return set().union(*operator_state(checkpoint, spark))
 
 
-def check_state_layout(job: Job, checkpoint: str, solution: ModuleType | None = None) -> None:
+def check_state_layout(job: Job, checkpoint: str, solution: ModuleType | None = None,
+                       spark: SparkSession | None = None) -> None:
     """Refuse a checkpoint that holds state the processors no longer read: Spark would restart it
     without a word, ignoring every key's old state. Retired are the names in the solution module's
     RETIRED_STATE, and those of a stage the job gives (the RETIRED_STATE of its class's module: a
     state name the stage still declares -> its earlier ones), looked for only in the operator
     declaring that name: a candidate's stage may well call its own state by one of them."""
     module = solutions.of(job.SOLUTION, job.PROCESSORS, solution)
-    retired = set(getattr(module, "RETIRED_STATE", ())) & state_variables(checkpoint)
+    operators = operator_state(checkpoint, spark)
+    retired = set(getattr(module, "RETIRED_STATE", ())) & set().union(*operators)
     given = {kept: earlier for s in job.STAGES if isinstance(s.processor, type)
              for kept, earlier in getattr(importlib.import_module(s.processor.__module__), "RETIRED_STATE", {}).items()}
     for kept, earlier in given.items():
-        for names in operator_state(checkpoint):
+        for names in operators:
             if kept in names:
                 retired |= set(earlier) & names
     if retired:

@@ -12,14 +12,19 @@ A client sets runtime SQL settings only; the rest is the server's (docs/architec
 """
 from __future__ import annotations
 
+import hashlib
+import importlib
+import importlib.util
 import os
 import re
 import secrets
 import socket
 import sys
+import tempfile
 import threading
 import time
 import urllib.parse
+import zipfile
 from pathlib import Path
 
 import psutil
@@ -138,6 +143,9 @@ CONNECT_CONF = {"spark.connect.session.manager.defaultSessionTimeout": SESSION_T
                 "spark.sql.streaming.stopActiveRunOnRestart": "true"}
 
 
+LAB_WORKERS = "joinlab.pyworkers"  # the lab's own servers fork Python workers from it: they have the lab
+
+
 def server_conf(master: str, port: int, host: str = "127.0.0.1") -> dict[str, str]:
     """Every setting of a lab server on `master`, listening on `host`:`port` (its token comes from
     its environment, TOKEN_VARIABLE, never its command line). Python workers run the lab's
@@ -154,7 +162,7 @@ def server_conf(master: str, port: int, host: str = "127.0.0.1") -> dict[str, st
             "spark.driver.host": driver_host,
             "spark.ui.showConsoleProgress": "false",
             "spark.sql.chunkBase64String.enabled": "false",
-            "spark.python.daemon.module": "joinlab.pyworkers", **python_worker_conf(),
+            "spark.python.daemon.module": LAB_WORKERS, **python_worker_conf(),
             "spark.driver.extraJavaOptions": driver_java_options(master),
             "spark.executor.extraJavaOptions": executor_java_options(),  # on a cluster only
             "spark.connect.grpc.binding.address": bind,
@@ -186,6 +194,7 @@ def session(app_name: str = "stream-join-lab", **conf: str):
     if _client is None or _client.is_stopped:
         url, token = server(app_name)
         _client = connect(url, token)
+        send_lab_code(_client)
         _keep_alive(_client)
     for key, value in conf.items():
         _client.conf.set(key, value)
@@ -224,6 +233,7 @@ def connect(url: str, token: str):
     client.client.set_retry_policies([DefaultPolicy(**RETRIES)])
     try:
         client.conf.get("spark.sql.session.timeZone")  # the first call: is it a server, is the token right?
+        server_version = client.version
     except PySparkException as exc:
         client.stop()  # not this process's active session any more
         if "UNAUTHENTICATED" in str(exc):
@@ -231,7 +241,64 @@ def connect(url: str, token: str):
                               "$SPARK_CONNECT_AUTHENTICATE_TOKEN (`make up` writes the lab's to .env)") from None
         raise ServerError(f"no Spark Connect server at {url}: what answers there is not one, or failed: is the "
                           f"port right? ({' '.join(str(exc).split())[:200]})") from None
+    if problem := version_problem(server_version):
+        client.stop()
+        raise ServerError(f"the Spark Connect server at {url} {problem}")
     return client
+
+
+def version_problem(server_version: str, client_version: str | None = None) -> str | None:
+    """Why a server of `server_version` cannot run the lab's jobs with this client (PySpark
+    `client_version`), or None: the patterns' plans (transformWithState's) and the lab's Python
+    workers are Spark 4.2's, and a Connect client talks to a server of its own feature release."""
+    import pyspark
+    client_version = client_version or pyspark.__version__
+    if server_version.split(".")[:2] == client_version.split(".")[:2]:
+        return None
+    wanted = ".".join(client_version.split(".")[:2])
+    return (f"runs Spark {server_version}, and the lab's client is PySpark {client_version}: run it on a "
+            f"Spark {wanted}.x server (docs/operations.md#your-own-spark)")
+
+
+def send_lab_code(client) -> None:
+    """Give a server that is not the lab's the lab's code, with this session: it has PySpark and
+    Spark's Kafka connector and nothing of the lab (docs/operations.md#your-own-spark), and its
+    Python workers import the patterns' processors (jobs.*) and what they use of joinlab. Spark
+    Connect puts a session's Python artifacts on the path of that session's workers only. The lab's
+    own servers import the lab from the lab's environment (their workers fork from LAB_WORKERS)."""
+    if client.conf.get("spark.python.daemon.module", "") == LAB_WORKERS:
+        return
+    client.addArtifacts(str(code_archive()), pyfile=True)
+    # Spark starts one Python process of a transformWithState query on the server's driver, to ask
+    # the processor for its state's schemas, without the session's artifacts on its path (Spark
+    # 4.2): that one unpickles a processor whose class and code travel with it, by value.
+    from pyspark import cloudpickle
+    from joinlab import patterns
+    from joinlab.kit.solutions import resolve_annotations
+    for name in ("joinlab", *patterns.packages()):
+        package = importlib.import_module(name)
+        cloudpickle.register_pickle_by_value(package)
+    for name, module in list(sys.modules.items()):
+        if name.split(".")[0] in ("joinlab", *patterns.packages()) and module is not None:
+            resolve_annotations(module)
+
+
+def code_archive() -> Path:
+    """The lab's Python packages (joinlab, and the patterns' packages: their .py files) in one zip
+    archive, written once per version of them into a folder of this user's own."""
+    from joinlab import patterns
+    tops = [Path(importlib.util.find_spec(name).origin).parent for name in ("joinlab", *patterns.packages())]
+    files = sorted((top.parent, path) for top in tops for path in top.rglob("*.py") if "__pycache__" not in path.parts)
+    digest = hashlib.sha256(b"".join(str(p.relative_to(base)).encode() + p.read_bytes() for base, p in files))
+    archive = Path(tempfile.gettempdir(), f"joinlab-code-{os.getuid()}", f"lab-{digest.hexdigest()[:16]}.zip")
+    if not archive.is_file():
+        archive.parent.mkdir(mode=0o700, exist_ok=True)
+        partial = archive.with_suffix(f".{os.getpid()}.part")
+        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as out:
+            for base, path in files:
+                out.write(path, str(path.relative_to(base)))
+        partial.rename(archive)
+    return archive
 
 
 def _main_spec() -> None:

@@ -7,7 +7,6 @@ with come from the file the pack wrote (`expectation`).
 from __future__ import annotations
 
 import json
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,7 +14,7 @@ from types import ModuleType
 
 from joinlab import runner
 from joinlab import patterns
-from joinlab.config import lab_home, topic_prefix
+from joinlab.config import topic_prefix
 from joinlab.demo import DEMO_DISORDER, demo_broker
 from joinlab.generate import Record, body_of, send
 from joinlab.interview import exercise
@@ -85,7 +84,7 @@ def run(pattern: str, solution: ModuleType, *, seed: int = 7, count: int = 1200,
             f"starting the job with your {exercise(pattern).what}")
         spark = session(f"interview-{pattern}")
         # the server writes it: in a room, a folder its user may write in
-        checkpoint = runner.checkpoint_dir(tempfile.mkdtemp(prefix=f"interview-{pattern}-", dir=lab_home()))
+        checkpoint = runner.new_checkpoint(f"interview-{pattern}")
         with runner.services(job, bootstrap):
             prefixes = {"input_prefix": topic_prefix(), "output_prefix": topic_prefix()}
             query = runner.start(spark, job, bootstrap, checkpoint, solution=solution,

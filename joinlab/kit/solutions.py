@@ -46,13 +46,13 @@ def from_file(path: str | Path) -> ModuleType:
     except Exception as exc:
         del sys.modules[name]
         raise SolutionError(f"{path} does not import: {type(exc).__name__}: {exc}") from exc
-    _resolve_annotations(module)
+    resolve_annotations(module)
     from pyspark import cloudpickle
     cloudpickle.register_pickle_by_value(module)
     return module
 
 
-def _resolve_annotations(module: ModuleType) -> None:
+def resolve_annotations(module: ModuleType) -> None:
     """Turn the module's classes' postponed annotations (`from __future__ import annotations`)
     into the types they name, here where the module's globals exist: a class pickled by value
     reaches the workers without its module, and `typing.get_type_hints` there (named state's

@@ -14,7 +14,6 @@ synchronous round trip to the JVM, so a key's state is best read and written who
 from __future__ import annotations
 
 import datetime
-import functools
 import types
 import typing
 from typing import Any, Callable, NamedTuple, TypeVar, get_args, get_origin, get_type_hints
@@ -55,10 +54,24 @@ def ddl(cls: type[NamedTuple]) -> str:
     return ", ".join(f"{name} {_sql(kind)}" for name, kind in get_type_hints(cls).items())
 
 
-@functools.lru_cache(maxsize=256)  # bounded: a long-lived Python worker may unpickle classes again
+# Each type's converter, worked out once, since `load` runs for every key read. A dict, not
+# functools.lru_cache: a processor pickled by value (joinlab.spark.send_lab_code) takes this module's
+# functions with it, and a cached function is pickled by reference, which a server without the lab
+# cannot import. Bounded: a long-lived Python worker may unpickle classes again.
+_CONVERTERS: dict[Any, Callable[[Any], Any] | None] = {}
+
+
 def _converter(kind) -> Callable[[Any], Any] | None:
     """How a stored value of `kind` becomes the Python one (nested structs come back as Rows), or
-    None where it is used as stored; worked out once per type, since `load` runs for every key read."""
+    None where it is used as stored."""
+    if kind not in _CONVERTERS:
+        if len(_CONVERTERS) >= 256:
+            _CONVERTERS.clear()
+        _CONVERTERS[kind] = _convert(kind)
+    return _CONVERTERS[kind]
+
+
+def _convert(kind) -> Callable[[Any], Any] | None:
     kind = _unoptional(kind)
     if get_origin(kind) is list:
         item = _converter(get_args(kind)[0])

@@ -13,7 +13,7 @@ import joinlab.notebook.progress as query_progress
 from joinlab import runner
 from joinlab import patterns
 from joinlab import checkpoint_state as state_source
-from joinlab.config import lab_home, query_name, topic_prefix
+from joinlab.config import checkpoints, lab_home, on_server, query_name, topic_prefix
 from joinlab.generate import Disorder, Record, Records, continued, send
 from joinlab.notebook.env import connect, setting
 from joinlab.notebook.feed import Feed
@@ -153,7 +153,10 @@ class Lab:
             self.query = running[0]
             print(f"attached to the running query {self.query_name} (id {self.query.id})")
             return self.query
-        runner.fresh_checkpoint(self.checkpoint)
+        if on_server(checkpoints()):  # the server's side: the lab deletes nothing there, it starts anew
+            self.checkpoint = runner.new_checkpoint(f"notebook-{patterns.module_name(self.pattern)}")
+        else:
+            runner.fresh_checkpoint(self.checkpoint)
         if self.services is None:
             self.services = runner.services(self.job, self.bootstrap)
             self.services.__enter__()
