@@ -100,8 +100,8 @@ def module_name(pattern: str) -> str:
 
 
 def packages() -> list[str]:
-    """The top-level packages the patterns' modules are in (`jobs`): what a Spark server's Python
-    workers import besides joinlab."""
+    """The top-level packages the patterns' modules are in (`jobs`): what a query sends a server
+    without the lab, with joinlab (joinlab.spark.equip)."""
     return sorted({module.split(".")[0] for module in PATTERNS.values()})
 
 

@@ -12,19 +12,15 @@ A client sets runtime SQL settings only; the rest is the server's (docs/architec
 """
 from __future__ import annotations
 
-import hashlib
 import importlib
-import importlib.util
 import os
 import re
 import secrets
 import socket
 import sys
-import tempfile
 import threading
 import time
 import urllib.parse
-import zipfile
 from pathlib import Path
 
 import psutil
@@ -143,6 +139,15 @@ CONNECT_CONF = {"spark.connect.session.manager.defaultSessionTimeout": SESSION_T
                 "spark.sql.streaming.stopActiveRunOnRestart": "true"}
 
 
+def sql_conf() -> dict[str, str]:
+    """The SQL settings of every lab server, which a client also gives its own session on a server
+    that is not the lab's (`equip`): transformWithState's state store (RocksDB, which it requires),
+    its changelog, the checkpoint's file manager, the shuffle partitions, UTC."""
+    return {"spark.sql.streaming.stateStore.providerClass": ROCKSDB,
+            "spark.sql.shuffle.partitions": str(shuffle_partitions()),
+            **STATE_STORE_CONF, **CHECKPOINT_FILES_CONF, "spark.sql.session.timeZone": "UTC"}
+
+
 LAB_WORKERS = "joinlab.pyworkers"  # the lab's own servers fork Python workers from it: they have the lab
 
 
@@ -152,11 +157,7 @@ def server_conf(master: str, port: int, host: str = "127.0.0.1") -> dict[str, st
     interpreter (`PYSPARK_PYTHON` in its environment), so they import the same packages."""
     bind = "127.0.0.1" if host == "127.0.0.1" else "0.0.0.0"
     driver_host = os.environ.get("LAB_DRIVER_HOST", "127.0.0.1")  # a container name in Compose
-    return {"spark.master": with_task_retry(master),
-            "spark.sql.streaming.stateStore.providerClass": ROCKSDB,
-            "spark.sql.shuffle.partitions": str(shuffle_partitions()),
-            **STATE_STORE_CONF, **CHECKPOINT_FILES_CONF, **ROCKSDB_MEMORY_CONF, **memory_conf(),
-            "spark.sql.session.timeZone": "UTC",
+    return {"spark.master": with_task_retry(master), **sql_conf(), **ROCKSDB_MEMORY_CONF, **memory_conf(),
             "spark.ui.enabled": str(ui_enabled()).lower(),
             "spark.driver.bindAddress": "127.0.0.1" if driver_host == "127.0.0.1" else "0.0.0.0",
             "spark.driver.host": driver_host,
@@ -194,7 +195,7 @@ def session(app_name: str = "stream-join-lab", **conf: str):
     if _client is None or _client.is_stopped:
         url, token = server(app_name)
         _client = connect(url, token)
-        send_lab_code(_client)
+        equip(_client)
         _keep_alive(_client)
     for key, value in conf.items():
         _client.conf.set(key, value)
@@ -260,45 +261,29 @@ def version_problem(server_version: str, client_version: str | None = None) -> s
             f"Spark {wanted}.x server (docs/operations.md#your-own-spark)")
 
 
-def send_lab_code(client) -> None:
-    """Give a server that is not the lab's the lab's code, with this session: it has PySpark and
-    Spark's Kafka connector and nothing of the lab (docs/operations.md#your-own-spark), and its
-    Python workers import the patterns' processors (jobs.*) and what they use of joinlab. Spark
-    Connect puts a session's Python artifacts on the path of that session's workers only. The lab's
-    own servers import the lab from the lab's environment (their workers fork from LAB_WORKERS)."""
+def equip(client) -> None:
+    """Give a server that is not the lab's the lab's SQL settings (sql_conf) with this session, and
+    its code with each query: the server has PySpark and Spark's Kafka connector and nothing of the
+    lab (docs/operations.md#your-own-spark). Each query's Python functions and processors are
+    pickled by value with everything of joinlab and the patterns' packages they use, so a Python
+    worker there imports nothing of them. (Spark Connect's session artifacts, addArtifacts(pyfile=
+    True), reach a batch query's workers but not a streaming query's in Spark 4.2: neither the
+    driver's process that asks a transformWithState processor for its state, nor the executors'.)
+    So code that runs on a worker imports what it needs at its module's top, never inside a
+    function. The lab's own servers have the lab (their workers fork from LAB_WORKERS)."""
     if client.conf.get("spark.python.daemon.module", "") == LAB_WORKERS:
         return
-    client.addArtifacts(str(code_archive()), pyfile=True)
-    # Spark starts one Python process of a transformWithState query on the server's driver, to ask
-    # the processor for its state's schemas, without the session's artifacts on its path (Spark
-    # 4.2): that one unpickles a processor whose class and code travel with it, by value.
+    for key, value in sql_conf().items():
+        client.conf.set(key, value)
     from pyspark import cloudpickle
     from joinlab import patterns
     from joinlab.kit.solutions import resolve_annotations
-    for name in ("joinlab", *patterns.packages()):
-        package = importlib.import_module(name)
-        cloudpickle.register_pickle_by_value(package)
+    packages = ("joinlab", *patterns.packages())
+    for name in packages:
+        cloudpickle.register_pickle_by_value(importlib.import_module(name))
     for name, module in list(sys.modules.items()):
-        if name.split(".")[0] in ("joinlab", *patterns.packages()) and module is not None:
+        if name.split(".")[0] in packages and module is not None:
             resolve_annotations(module)
-
-
-def code_archive() -> Path:
-    """The lab's Python packages (joinlab, and the patterns' packages: their .py files) in one zip
-    archive, written once per version of them into a folder of this user's own."""
-    from joinlab import patterns
-    tops = [Path(importlib.util.find_spec(name).origin).parent for name in ("joinlab", *patterns.packages())]
-    files = sorted((top.parent, path) for top in tops for path in top.rglob("*.py") if "__pycache__" not in path.parts)
-    digest = hashlib.sha256(b"".join(str(p.relative_to(base)).encode() + p.read_bytes() for base, p in files))
-    archive = Path(tempfile.gettempdir(), f"joinlab-code-{os.getuid()}", f"lab-{digest.hexdigest()[:16]}.zip")
-    if not archive.is_file():
-        archive.parent.mkdir(mode=0o700, exist_ok=True)
-        partial = archive.with_suffix(f".{os.getpid()}.part")
-        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as out:
-            for base, path in files:
-                out.write(path, str(path.relative_to(base)))
-        partial.rename(archive)
-    return archive
 
 
 def _main_spec() -> None:

@@ -15,6 +15,7 @@ from typing import Callable, Iterator
 from jobs.money_enrichment.given import DEAD, ENRICHED, PASS, TX
 from jobs.money_enrichment.rules import BY_LOOKUP
 from joinlab.kit.events import micros
+from joinlab.lookup.client import lookup_sessions
 
 
 def needs_lookup(row: dict) -> bool:
@@ -42,10 +43,8 @@ def enrich_rows(rows: list[dict], lookup: Callable[[list[str]], dict]) -> list[d
 
 def lookup_step(settings) -> Callable:
     """The mapInArrow function for `settings` (joinlab.lookup.LookupSettings, read on the driver)."""
-    def run(batches: Iterator) -> Iterator:  # runs on Spark's Python workers: they import what it uses
+    def run(batches: Iterator) -> Iterator:  # runs on Spark's Python workers
         import pyarrow as pa
-
-        from joinlab.lookup import lookup_sessions
         for batch in batches:
             rows = enrich_rows(batch.to_pylist(), lambda ids: lookup_sessions(ids, settings))
             yield pa.RecordBatch.from_pylist(rows, schema=batch.schema)

@@ -55,7 +55,7 @@ def ddl(cls: type[NamedTuple]) -> str:
 
 
 # Each type's converter, worked out once, since `load` runs for every key read. A dict, not
-# functools.lru_cache: a processor pickled by value (joinlab.spark.send_lab_code) takes this module's
+# functools.lru_cache: a processor pickled by value (joinlab.spark.equip) takes this module's
 # functions with it, and a cached function is pickled by reference, which a server without the lab
 # cannot import. Bounded: a long-lived Python worker may unpickle classes again.
 _CONVERTERS: dict[Any, Callable[[Any], Any] | None] = {}
