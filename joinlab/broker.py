@@ -63,14 +63,18 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def answers_as(bootstrap: str, cluster_id: str | None, timeout_s: float = 2.0) -> bool:
-    """True when a metadata request to `bootstrap` succeeds (and reports `cluster_id`, if given)."""
+def answers_as(bootstrap: str, cluster_id: str | None, timeout_s: float = 2.0, plain: bool = False) -> bool:
+    """True when a metadata request to `bootstrap` succeeds (and reports `cluster_id`, if given),
+    with the lab's Kafka settings (joinlab.kafka_settings), or without them (`plain`: the embedded
+    broker's own PLAINTEXT listener)."""
     from kafka import KafkaAdminClient
     from kafka.errors import KafkaConfigurationError, KafkaError
+    from joinlab.kafka_settings import client_config
     host, _, port = bootstrap.split(",")[0].rpartition(":")
     try:
         socket.create_connection((host, int(port)), timeout=timeout_s).close()
-        with closing(KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=int(timeout_s * 1000),
+        with closing(KafkaAdminClient(**({} if plain else client_config()), bootstrap_servers=bootstrap,
+                                      request_timeout_ms=int(timeout_s * 1000),
                                       bootstrap_timeout_ms=int(timeout_s * 1000))) as admin:
             return cluster_id is None or admin.describe_cluster().get("cluster_id") == cluster_id
     except KafkaConfigurationError:  # a mistake in the settings, not a broker that does not answer
@@ -92,7 +96,11 @@ def _java(data_dir: Path) -> list[str]:
     return [str(found), f"-Dlog4j2.configurationFile={data_dir / 'log4j2.properties'}", "-cp", classpath]
 
 
-def _properties(data_dir: Path, port: int, controller_port: int) -> str:
+# Broker settings that add to the lab's own rather than replace them (EmbeddedBroker's `settings`).
+LISTS = ("listeners", "advertised.listeners", "listener.security.protocol.map")
+
+
+def _properties(data_dir: Path, port: int, controller_port: int, extra: dict[str, str] | None = None) -> str:
     settings = {
         "process.roles": "broker,controller", "node.id": "1",
         "controller.quorum.voters": f"1@{HOST}:{controller_port}",
@@ -109,7 +117,10 @@ def _properties(data_dir: Path, port: int, controller_port: int) -> str:
         **RETENTION,
         **MEMORY,
     }
-    return "".join(f"{key}={value}\n" for key, value in settings.items())
+    for key, value in (extra or {}).items():
+        settings[key] = f"{settings[key]},{value}" if key in LISTS else value
+    escaped = lambda value: str(value).replace("\\", "\\\\").replace("\n", "\\n")  # noqa: E731 (Java properties)
+    return "".join(f"{key}={escaped(value)}\n" for key, value in settings.items())
 
 
 # The broker's own lines at WARN and above, and the line that says it started.
@@ -126,10 +137,11 @@ logger.started.level = INFO
 
 
 def _launch(data_dir: Path, port: int, controller_port: int, log_path: Path,
-            detach: bool) -> tuple[subprocess.Popen, str]:
+            detach: bool, settings: dict[str, str] | None = None) -> tuple[subprocess.Popen, str]:
     data_dir.mkdir(parents=True, exist_ok=True)
     config = data_dir / "server.properties"
-    config.write_text(_properties(data_dir, port, controller_port))
+    config.write_text(_properties(data_dir, port, controller_port, settings))
+    config.chmod(0o600)  # it may hold a listener's key
     (data_dir / "log4j2.properties").write_text(LOG4J)
     base = _java(data_dir)
     meta = data_dir / "data" / "meta.properties"  # where a formatted log directory names its cluster
@@ -154,23 +166,24 @@ def _launch(data_dir: Path, port: int, controller_port: int, log_path: Path,
 
 
 def start_broker(port: int | None = None, log_path: Path | None = None, detach: bool = False,
-                 data_dir: Path | None = None,
-                 controller_port: int | None = None) -> tuple[subprocess.Popen, BrokerInfo]:
+                 data_dir: Path | None = None, controller_port: int | None = None,
+                 settings: dict[str, str] | None = None) -> tuple[subprocess.Popen, BrokerInfo]:
     """Start Kafka on `port` (or a free one, tried three times: another process may take it between
     choosing and binding) with its log directory in `data_dir` (formatted if new, else continued),
-    and wait until it answers with its cluster id."""
+    and wait until it answers with its cluster id (on its PLAINTEXT listener). `settings` go into
+    its server.properties over the lab's; those in LISTS are added to the lab's (a listener more)."""
     log_path = Path(log_path or lab_home() / "broker.log")
     data_dir = Path(data_dir or tempfile.mkdtemp(prefix="kafka-", dir=lab_home()))
     last_problem = ""
     for _ in range(3 if port is None else 1):
         chosen, chosen_controller = port or free_port(), controller_port or free_port()
-        proc, cluster_id = _launch(data_dir, chosen, chosen_controller, log_path, detach)
+        proc, cluster_id = _launch(data_dir, chosen, chosen_controller, log_path, detach, settings)
         deadline = time.monotonic() + READY_TIMEOUT_S
         while time.monotonic() < deadline:
             if proc.poll() is not None:
                 last_problem = (f"it exited with code {proc.returncode} (port {chosen} or {chosen_controller} taken?)")
                 break
-            if answers_as(f"{HOST}:{chosen}", cluster_id, timeout_s=1.0):
+            if answers_as(f"{HOST}:{chosen}", cluster_id, timeout_s=1.0, plain=True):
                 return proc, BrokerInfo(proc.pid, chosen, chosen_controller, cluster_id, str(log_path), str(data_dir))
             time.sleep(0.1)
         else:
@@ -196,14 +209,17 @@ def stop_process(pid: int, grace_s: float = 20.0) -> None:
 class EmbeddedBroker:
     """A broker for the lifetime of a `with` block (`make demo`, `make soak`, tests), its log
     directory a temporary folder removed afterwards unless `data_dir` is given (then a later
-    broker on the same folder continues it)."""
+    broker on the same folder continues it). `settings`: broker properties over the lab's, e.g. a
+    listener more (start_broker)."""
 
-    def __init__(self, port: int | None = None, log_path: Path | None = None, data_dir: Path | None = None):
-        self._port, self._log_path, self._data_dir = port, log_path, data_dir
+    def __init__(self, port: int | None = None, log_path: Path | None = None, data_dir: Path | None = None,
+                 settings: dict[str, str] | None = None):
+        self._port, self._log_path, self._data_dir, self._settings = port, log_path, data_dir, settings
         self.info: BrokerInfo | None = None
 
     def __enter__(self) -> "EmbeddedBroker":
-        self._proc, self.info = start_broker(self._port, self._log_path, data_dir=self._data_dir)
+        self._proc, self.info = start_broker(self._port, self._log_path, data_dir=self._data_dir,
+                                             settings=self._settings)
         return self
 
     @property
@@ -240,7 +256,7 @@ def _saved() -> BrokerInfo | None:
 def running_broker() -> BrokerInfo | None:
     """The background broker, if its state file names a live process that still answers."""
     info = _saved()
-    if info and psutil.pid_exists(info.pid) and answers_as(info.bootstrap_servers, info.cluster_id):
+    if info and psutil.pid_exists(info.pid) and answers_as(info.bootstrap_servers, info.cluster_id, plain=True):
         return info
     return None
 
@@ -281,10 +297,12 @@ def stop_background() -> BrokerInfo | None:
 
 
 def bootstrap_servers() -> str:
-    """$KAFKA_BOOTSTRAP_SERVERS, else the background embedded broker; a clear error otherwise."""
-    if configured := os.environ.get("KAFKA_BOOTSTRAP_SERVERS"):
+    """The Kafka settings' bootstrap.servers ($KAFKA_BOOTSTRAP_SERVERS, or the file $LAB_KAFKA_PROPERTIES
+    names: joinlab.kafka_settings), else the background embedded broker; a clear error otherwise."""
+    from joinlab.kafka_settings import settings
+    if configured := settings().bootstrap:
         return configured
     if info := running_broker():
         return info.bootstrap_servers
     raise BrokerError("No Kafka broker: run `make broker-start` (embedded broker) "
-                      "or set KAFKA_BOOTSTRAP_SERVERS=host:port.")
+                      "or set KAFKA_BOOTSTRAP_SERVERS=host:port (or bootstrap.servers in $LAB_KAFKA_PROPERTIES's file).")

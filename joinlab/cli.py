@@ -90,7 +90,7 @@ def cmd_run(args) -> int:
                                  name=query_name(args.pattern.replace("-", "_")), solution=solution,
                                  fail_on_data_loss=args.fail_on_data_loss == "true",
                                  input_prefix=topic_prefix(), output_prefix=topic_prefix())
-        except runner.CheckpointError as exc:
+        except (runner.CheckpointError, ServerError) as exc:
             print(f"{command}: {str(exc).replace('joinlab run PATTERN', command)}", file=sys.stderr)
             return 1
         ui = ui_url(spark)  # None when the UI is off
@@ -303,6 +303,12 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except (BrokerError, JarsError, SolutionError, ParticipantError) as exc:
         print(f"joinlab: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # Kafka refused or could not be reached: one line that says what to check
+        from joinlab.kafka_settings import explain, redact
+        if (line := explain(exc)) is None:
+            raise
+        print(f"joinlab: {redact(line)}", file=sys.stderr)
         return 2
 
 

@@ -333,7 +333,8 @@ def send(bootstrap: str, records: Iterable[Record], rate: float | None = None, p
     finally:
         client.close()
     if errors:
-        raise RuntimeError(f"{len(errors)} of {total} records were not acknowledged; first error: {errors[0]!r}")
+        raise RuntimeError(f"{len(errors)} of {total} records were not acknowledged; first error: {errors[0]!r}") \
+            from errors[0]
     return total
 
 

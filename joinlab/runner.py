@@ -18,15 +18,17 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from joinlab import patterns
+from joinlab import kafka_settings, patterns
 from joinlab.checkpoint_state import declared
 from joinlab.config import checkpoints, lab_home, on_server, participant, participant_max_offsets
 from joinlab.kit import solutions
 from joinlab.kit.kafka import Kafka
 from joinlab.patterns import Job
+from joinlab.spark import ServerError, no_connector
 from joinlab.topics import own
 
 
@@ -51,8 +53,13 @@ def start(spark: SparkSession, job: Job, bootstrap: str, checkpoint: str, *,
     if participant():  # in a room: no participant's batches so large that everyone else's wait (config)
         max_offsets_per_trigger = min(filter(None, [max_offsets_per_trigger, participant_max_offsets()]))
     kafka = Kafka(bootstrap, checkpoint, input_prefix, output_prefix, max_offsets_per_trigger, fail_on_data_loss,
-                  tuple(job.OUTPUT_TOPICS) if counted else ())
-    writer = job.query(spark, kafka, solution)
+                  tuple(job.OUTPUT_TOPICS) if counted else (), settings=kafka_settings.spark_options())
+    try:
+        writer = job.query(spark, kafka, solution)
+    except AnalysisException as exc:
+        if "Failed to find data source: kafka" in str(exc):
+            raise ServerError(f"the Spark Connect server has no Kafka connector: {no_connector()}") from None
+        raise
     if name:
         writer = writer.queryName(name)
     writer = writer.trigger(availableNow=True) if available_now else writer.trigger(processingTime=trigger_interval)
@@ -285,7 +292,9 @@ _SERVER_GONE = re.compile(r"StatusCode\.UNAVAILABLE|failed to connect to all add
 
 def failure(exc: BaseException) -> str:
     """What a failed query says to a person: the lab's own error message where there is one (a
-    bad checkpoint), one line for a Kafka data loss or a server gone, else the first lines of Spark's."""
+    bad checkpoint), one line for a Kafka data loss, a server gone, or Kafka refusing the job's
+    clients (credentials, certificate, ACLs: joinlab.kafka_settings.spark_failure), else the first
+    lines of Spark's, with no secret of the Kafka settings in them."""
     if _SERVER_GONE.search(str(exc)):
         return ("ServerGone: the lab's Spark Connect server stopped answering (it was stopped, killed or restarted), "
                 "and the job's query ended with it. Start it again (`make up`; `make ps` shows it), then run "
@@ -297,12 +306,14 @@ def failure(exc: BaseException) -> str:
                 f"out, or the topic was deleted or recreated, so continuing would skip records. Run "
                 f"`joinlab run PATTERN --reset` to start again from what the topics hold now, or "
                 f"--fail-on-data-loss false to carry on without the lost records.")
+    if kafka := kafka_settings.spark_failure(str(exc)):  # Kafka refused the job's clients, or never answered
+        return f"KafkaError: {kafka}"
     found = _LAB_ERROR.findall(str(exc))
     if found:
         kind, text = found[-1]
         return f"{kind}: {text.strip()}"
     lines = [line for line in str(exc).splitlines() if line.strip() and not line.startswith("\tat ")]
-    return "\n".join(lines[:12])
+    return kafka_settings.redact("\n".join(lines[:12]))
 
 
 def stop_between_batches(query: StreamingQuery, timeout_s: float = 10.0) -> None:

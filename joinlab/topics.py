@@ -11,9 +11,11 @@ from typing import Iterable, Iterator
 
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
-from kafka.errors import TopicAlreadyExistsError
+from kafka.errors import (ClusterAuthorizationFailedError, KafkaError, TopicAlreadyExistsError,
+                          TopicAuthorizationFailedError)
 
 from joinlab.config import topic_partitions, topic_prefix
+from joinlab.kafka_settings import KafkaAccessError, client_config, explain
 
 
 @dataclass(frozen=True)
@@ -61,36 +63,72 @@ def read_own(bootstrap: str, topics: Iterable[str], upto: dict | None = None) ->
     return named(read_topics(bootstrap, owned(topics), upto))
 
 
+# Every kafka-python client of the lab is made here (and broker.answers_as), with the lab's Kafka
+# settings (joinlab.kafka_settings: security, credentials, client id) and a bootstrap that gives up
+# within BOOTSTRAP_TIMEOUT_MS: a broker that refuses the credentials or whose certificate is not
+# trusted is said in a line (kafka_settings.explain), not retried for half a minute.
+BOOTSTRAP_TIMEOUT_MS = 10000
+
+
+def _made(kind, **config):
+    """A kafka-python client of `kind` with the lab's settings under `config`; a KafkaAccessError
+    that says why in a line when it cannot reach the brokers."""
+    start = time.monotonic()
+    try:
+        return kind(**{"bootstrap_timeout_ms": BOOTSTRAP_TIMEOUT_MS, **client_config(), **config})
+    except KafkaError as exc:
+        if (line := explain(exc, config.get("bootstrap_servers"), since=start)) is None:
+            raise
+        raise KafkaAccessError(line) from None
+
+
 def plain_consumer(bootstrap: str) -> KafkaConsumer:
     """A consumer for manual assignment: no group (a group join costs ~half the session timeout)."""
-    return KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None,
-                         consumer_timeout_ms=1000, request_timeout_ms=30000)
+    return _made(KafkaConsumer, bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None,
+                 consumer_timeout_ms=1000, request_timeout_ms=30000)
 
 
 def producer(bootstrap: str, **overrides) -> KafkaProducer:
-    return KafkaProducer(**{"bootstrap_servers": bootstrap, "linger_ms": 20, "acks": "all", "batch_size": 64 * 1024,
-                            **overrides})
+    return _made(KafkaProducer, **{"bootstrap_servers": bootstrap, "linger_ms": 20, "acks": "all",
+                                   "batch_size": 64 * 1024, **overrides})
 
 
-def create_topics(bootstrap: str, names: Iterable[str], partitions: int | None = None) -> None:
-    """Create the topics that do not exist yet and wait (up to 30 s) until their metadata is visible."""
+def admin_client(bootstrap: str, **overrides) -> KafkaAdminClient:
+    return _made(KafkaAdminClient, bootstrap_servers=bootstrap, **overrides)
+
+
+def create_topics(bootstrap: str, names: Iterable[str], partitions: int | None = None) -> list[str]:
+    """Create the topics that do not exist yet and wait (up to 30 s) until their metadata is visible;
+    returns those it created (the lab deletes no other: stack.lab.warm). Only the missing ones: a
+    user without CREATE runs on topics an admin made beforehand (a topic the user may not DESCRIBE
+    looks missing, and its creation is refused with what to ask for). Their replication factor is
+    the broker's (default.replication.factor)."""
     names = set(names)
-    with closing(KafkaAdminClient(bootstrap_servers=bootstrap)) as admin:
+    with closing(admin_client(bootstrap)) as admin:
         missing = names - set(admin.list_topics())
         if missing:
-            with suppress(TopicAlreadyExistsError):  # another client created it meanwhile
-                admin.create_topics([NewTopic(n, partitions or topic_partitions(), 1) for n in sorted(missing)])
+            try:
+                with suppress(TopicAlreadyExistsError):  # another client created it meanwhile
+                    admin.create_topics([NewTopic(n, partitions or topic_partitions(), -1) for n in sorted(missing)])
+            except (TopicAuthorizationFailedError, ClusterAuthorizationFailedError):
+                raise KafkaAccessError(
+                    f"Kafka at {bootstrap} refused to create the topics {', '.join(sorted(missing))} "
+                    f"(TopicAuthorizationFailed): this user lacks the ACL CREATE on them (or on the cluster), "
+                    f"or DESCRIBE if they exist. Have an admin create them ({partitions or topic_partitions()} "
+                    f"partitions each) and grant this user DESCRIBE, READ and WRITE on them, or grant CREATE "
+                    f"(docs/operations.md#your-own-kafka).") from None
         deadline = time.monotonic() + 30
         while not names <= set(admin.list_topics()):
             if time.monotonic() > deadline:
                 raise TimeoutError(f"topics {sorted(names)} not visible after 30s")
             time.sleep(0.05)
+    return sorted(missing)
 
 
 def delete_topics(bootstrap: str, names: Iterable[str]) -> None:
     """Delete those of the topics that exist and wait (up to 30 s) until they are no longer listed."""
     names = set(names)
-    with closing(KafkaAdminClient(bootstrap_servers=bootstrap)) as admin:
+    with closing(admin_client(bootstrap)) as admin:
         if existing := sorted(names & set(admin.list_topics())):
             admin.delete_topics(existing)
         deadline = time.monotonic() + 30
@@ -180,7 +218,8 @@ def tail(bootstrap: str, topic: str, n: int = 10, from_beginning: bool = False,
         if topic not in consumer.topics():
             known = ", ".join(sorted(t for t in consumer.topics() if not t.startswith("__")
                                      and t.startswith(topic_prefix()))) or "none"  # a participant's own
-            raise NoSuchTopic(f"no topic {topic!r} at {bootstrap}; topics there: {known}")
+            hidden = " (or one this user may not see: it needs the ACL DESCRIBE on it)" if client_config() else ""
+            raise NoSuchTopic(f"no topic {topic!r} at {bootstrap}{hidden}; topics there: {known}")
         tps = partitions_of(consumer, [topic])
         beginnings = consumer.beginning_offsets(tps)
         ends = end_offsets(consumer, tps)

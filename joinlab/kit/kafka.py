@@ -10,7 +10,7 @@
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -32,6 +32,9 @@ class Kafka:
     max_offsets_per_trigger: int | None = None
     fail_on_data_loss: bool = True        # stop when offsets the checkpoint counts on are gone from the broker
     counted: tuple[str, ...] = ()         # output topics whose rows each micro-batch counts (observedMetrics[COUNTED])
+    # The lab's Kafka client settings as `kafka.` options of the source and the sink (security,
+    # credentials: the runner passes them in, joinlab.kafka_settings); never shown, they hold secrets.
+    settings: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
 
     def source(self, topics: list[str], starting: str = "earliest") -> dict[str, str]:
         """The Kafka source's options for reading `topics` (the pattern's names)."""
@@ -42,11 +45,11 @@ class Kafka:
                    "kafka.fetch.max.wait.ms": FETCH_MAX_WAIT_MS}
         if self.max_offsets_per_trigger:
             options["maxOffsetsPerTrigger"] = str(self.max_offsets_per_trigger)
-        return options
+        return {**options, **self.settings}
 
     def sink(self) -> dict[str, str]:
         """The Kafka sink's options; each row's `topic` column says where it goes."""
-        return {"kafka.bootstrap.servers": self.bootstrap, "checkpointLocation": self.checkpoint}
+        return {"kafka.bootstrap.servers": self.bootstrap, "checkpointLocation": self.checkpoint, **self.settings}
 
     def incoming(self, raw: DataFrame) -> DataFrame:
         """The source's rows under the pattern's topic names."""

@@ -139,8 +139,9 @@ def warm(connect: Service, bootstrap: str) -> None:
     began = time.monotonic()
     spark = client(connect.url, connect.extra["token"])
     topics = [WARM_UP + topic for name in on_records_alone() for topic in patterns.all_topics(name)]
+    made: list[str] = []  # deleted after: only what it created
     try:
-        create_topics(bootstrap, topics)
+        made = create_topics(bootstrap, topics)
         with tempfile.TemporaryDirectory(prefix="warm-up-", dir=lab_home()) as checkpoints:
             runner.checkpoint_dir(checkpoints)  # in a room, Spark's user writes them
             for name in on_records_alone():
@@ -151,7 +152,7 @@ def warm(connect: Service, bootstrap: str) -> None:
                              counted=True).awaitTermination()
     finally:
         spark.stop()
-        delete_topics(bootstrap, topics)
+        delete_topics(bootstrap, made)
     print(f"  {'':<19}warmed up: every pattern's job once, in {time.monotonic() - began:.0f} s")
 
 
