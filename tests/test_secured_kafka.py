@@ -319,3 +319,31 @@ def test_kafkas_java_errors_in_sparks_text_become_one_line():
     assert "refused the credentials" in spark_failure(sasl)
     assert spark_failure("java.lang.OutOfMemoryError: Java heap space") is None
 
+
+def test_the_settings_files_operations_md_shows_translate_as_it_says(tmp_path):
+    """The page's properties blocks (docs/operations.md#your-own-kafka), each parsed and translated,
+    the CA placeholder and file replaced by a real CA."""
+    import re
+    page = (ROOT / "docs" / "operations.md").read_text()
+    blocks = re.findall(r"```properties\n(.*?)```", page, re.S)
+    assert len(blocks) == 3
+    _, ca = certificate_authority()
+    (tmp_path / "ca.pem").write_text(pem(ca))
+    translated = []
+    for block in blocks:
+        properties = parse_properties(block)
+        assert "\n" not in properties.get("sasl.jaas.config", "")
+        if "ssl.truststore.certificates" in properties:
+            assert properties["ssl.truststore.certificates"].startswith("-----BEGIN CERTIFICATE----- MIIB")
+            properties["ssl.truststore.certificates"] = " ".join(pem(ca).splitlines())  # as a file joins it
+        if "ssl.truststore.location" in properties:
+            properties["ssl.truststore.location"] = str(tmp_path / "ca.pem")
+        settings = KafkaSettings(properties)
+        translated.append((settings.client_config(), settings.spark_options()))
+    (scram, scram_spark), (plain, _), (tls, tls_spark) = translated
+    assert (scram["sasl_mechanism"], scram["sasl_plain_username"], scram["sasl_plain_password"]) == \
+        ("SCRAM-SHA-512", "alice", "alice-secret")
+    assert scram_spark["kafka.security.protocol"] == "SASL_SSL" and "kafka.bootstrap.servers" not in scram_spark
+    assert plain["sasl_mechanism"] == "PLAIN" and plain["ssl_context"].get_ca_certs()
+    assert tls["security_protocol"] == "SSL" and tls["ssl_context"].check_hostname and tls_spark == {
+        "kafka.security.protocol": "SSL"}
