@@ -273,6 +273,14 @@ def from_environment(environ: Mapping[str, str] | None = None) -> KafkaSettings:
     return KafkaSettings(properties, " and ".join(sources))
 
 
+def environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The variables that carry this process's Kafka settings ($LAB_KAFKA_PROPERTIES and the KAFKA_
+    properties), for a process the lab starts with an environment of its own (the room's board)."""
+    environ = os.environ if environ is None else environ
+    return {k: v for k, v in environ.items()
+            if k == PROPERTIES_VARIABLE or k.startswith("KAFKA_") and k not in NOT_PROPERTIES}
+
+
 def settings() -> KafkaSettings:
     return from_environment()
 

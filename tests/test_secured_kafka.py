@@ -347,3 +347,10 @@ def test_the_settings_files_operations_md_shows_translate_as_it_says(tmp_path):
     assert plain["sasl_mechanism"] == "PLAIN" and plain["ssl_context"].get_ca_certs()
     assert tls["security_protocol"] == "SSL" and tls["ssl_context"].check_hostname and tls_spark == {
         "kafka.security.protocol": "SSL"}
+
+
+def test_a_process_the_lab_starts_with_its_own_environment_gets_the_settings_variables():
+    from joinlab.kafka_settings import environment
+    assert environment({"LAB_KAFKA_PROPERTIES": "/etc/lab/kafka.properties", "KAFKA_SASL_MECHANISM": "PLAIN",
+                        "KAFKA_HEAP_OPTS": "-Xmx1g", "PATH": "/bin"}) == {
+        "LAB_KAFKA_PROPERTIES": "/etc/lab/kafka.properties", "KAFKA_SASL_MECHANISM": "PLAIN"}

@@ -250,7 +250,7 @@ services.HEALTH[HUB] = (healthy, "answering on loopback, its proxy serving the l
 
 def configure(c) -> None:
     """JupyterHub's settings for the room (jupyterhub_config.py calls this with its `c`)."""
-    from joinlab import broker
+    from joinlab import broker, kafka_settings
     from joinlab.config import participant_max_offsets
     from joinlab.room import board
     from joinlab.room.auth import RoomAuthenticator
@@ -298,7 +298,7 @@ def configure(c) -> None:
                                             f"--timeout={setting('LAB_ROOM_IDLE_TIMEOUT', IDLE_TIMEOUT_S)}"]},
         {"name": board.SERVICE, "url": f"http://{HOST}:{port('room-board')}", "display": True, "oauth_no_confirm": True,
          "command": [sys.executable, "-m", "joinlab.room.board"],
-         "environment": {"KAFKA_BOOTSTRAP_SERVERS": broker.bootstrap_servers()}}]
+         "environment": {**kafka_settings.environment(), "KAFKA_BOOTSTRAP_SERVERS": broker.bootstrap_servers()}}]
     c.JupyterHub.load_roles = [
         {"name": "idle-culler", "services": ["idle-culler"],
          "scopes": ["list:users", "read:users:activity", "read:servers", "delete:servers"]},
