@@ -71,9 +71,10 @@ def answers_as(bootstrap: str, cluster_id: str | None, timeout_s: float = 2.0, p
     from kafka.errors import KafkaConfigurationError, KafkaError
     from joinlab.kafka_settings import client_config
     host, _, port = bootstrap.split(",")[0].rpartition(":")
+    settings = {} if plain else client_config()  # a setting the lab refuses is said, not taken for no broker
     try:
         socket.create_connection((host, int(port)), timeout=timeout_s).close()
-        with closing(KafkaAdminClient(**({} if plain else client_config()), bootstrap_servers=bootstrap,
+        with closing(KafkaAdminClient(**settings, bootstrap_servers=bootstrap,
                                       request_timeout_ms=int(timeout_s * 1000),
                                       bootstrap_timeout_ms=int(timeout_s * 1000))) as admin:
             return cluster_id is None or admin.describe_cluster().get("cluster_id") == cluster_id
