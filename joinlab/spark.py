@@ -248,6 +248,13 @@ def connect(url: str, token: str):
     return client
 
 
+def no_connector() -> str:
+    """What a server without Spark's Kafka connector needs, for this client's Spark version."""
+    import pyspark
+    return (f"start it with Spark's own (org.apache.spark:spark-sql-kafka-0-10_2.13:{pyspark.__version__} and its "
+            f"dependencies: spark-submit's --packages, or their jars in --jars; docs/operations.md#your-own-spark)")
+
+
 def version_problem(server_version: str, client_version: str | None = None) -> str | None:
     """Why a server of `server_version` cannot run the lab's jobs with this client (PySpark
     `client_version`), or None: the patterns' plans (transformWithState's) and the lab's Python

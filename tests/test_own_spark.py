@@ -1,0 +1,186 @@
+"""Every pattern on a Spark Connect server that is not the lab's (tests/plain_spark.py: PySpark and
+Spark's Kafka connector, run as `nobody` from a folder of its own, nothing of the lab): `joinlab
+run --available-now` and `verify` as a user runs them, with SPARK_REMOTE, the server's token and
+LAB_CHECKPOINTS (a URI: the server keeps the checkpoints, the client never reads them itself);
+money enrichment asking a lookup service the server's executors reach; a candidate's module graded
+live by `interview check`. And what a wrong server says, in one line; and that the secrets stay
+off command lines, logs and printed lines (docs/operations.md#your-own-spark)."""
+from __future__ import annotations
+
+import os
+import pwd
+import re
+import shutil
+import subprocess
+import sys
+import threading
+
+import psutil
+import pytest
+
+from joinlab.patterns import PATTERNS
+from joinlab.spark import version_problem
+from tests import plain_spark
+from tests.conftest import ROOT
+
+SOLUTION = ROOT / "jobs" / "tweet_views" / "solution.py"
+# Money enrichment's very late transactions find their session gone from state: the job asks the
+# lookup service for it (as tests/test_money_enrichment.py generates them), in a later micro-batch
+# than their session's, once the watermark has passed it.
+GENERATE = {"money-enrichment": ["--count", "2000", "--users", "40", "--session-seconds", "30", "--very-late", "0.05",
+                                  "--late-by", "60"]}
+RUN = {"money-enrichment": ["--max-offsets-per-trigger", "200"]}
+SETTINGS = {"MONEY_SESSION_DURATION": "30 seconds"}  # the generator's sessions
+
+
+class Seen:
+    """Every command line of every process while a client runs, and every line it printed."""
+
+    def __init__(self):
+        self.cmdlines: set[str] = set()
+        self.printed: list[str] = []
+
+    def watch(self, process: subprocess.Popen) -> tuple[str, str]:
+        stop = threading.Event()
+
+        def scan():
+            while not stop.is_set():
+                for p in psutil.process_iter(["cmdline"]):
+                    self.cmdlines.add(" ".join(p.info["cmdline"] or []))
+                stop.wait(0.2)
+        scanner = threading.Thread(target=scan, daemon=True)
+        scanner.start()
+        try:
+            out, err = process.communicate(timeout=600)
+        finally:
+            stop.set()
+            scanner.join()
+        self.printed += [out, err]
+        return out, err
+
+
+SEEN = Seen()
+
+
+def joinlab(server: plain_spark.PlainServer, bootstrap: str, home, *args: str,
+            env: dict | None = None) -> subprocess.CompletedProcess:
+    """`joinlab ARGS` as a user of `server` runs it, its command lines and output kept in SEEN."""
+    environ = server.client_env({**os.environ, "KAFKA_BOOTSTRAP_SERVERS": bootstrap, "LAB_HOME": str(home),
+                                 **(env or {})})
+    process = subprocess.Popen([sys.executable, "-m", "joinlab", *args], cwd=ROOT, env=environ, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = SEEN.watch(process)
+    return subprocess.CompletedProcess(process.args, process.returncode, out, err)
+
+
+def test_a_server_without_the_kafka_connector_is_named_in_one_line(bootstrap, tmp_path):
+    server = plain_spark.start(with_connector=False)
+    try:
+        done = joinlab(server, bootstrap, tmp_path, "run", "tweet-views", "--available-now", "--quiet")
+    finally:
+        server.stop()
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "joinlab run tweet-views: the Spark Connect server has no Kafka connector: start it with Spark's own "
+        "(org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0 and its dependencies: spark-submit's --packages, or "
+        "their jars in --jars; docs/operations.md#your-own-spark)"], done.stderr
+
+
+def test_a_server_of_another_spark_release_is_refused_and_a_patch_release_is_not():
+    assert version_problem("4.1.1", "4.2.0") == (
+        "runs Spark 4.1.1, and the lab's client is PySpark 4.2.0: run it on a Spark 4.2.x server "
+        "(docs/operations.md#your-own-spark)")
+    assert version_problem("4.2.1", "4.2.0") is None and version_problem("4.2.0", "4.2.0") is None
+
+
+@pytest.fixture(scope="module")
+def plain():
+    server = plain_spark.start()
+    yield server
+    server.stop()
+
+
+def test_the_server_has_nothing_of_the_lab_and_cannot_read_the_client_s_folders(plain, tmp_path):
+    python = str(plain_spark.venv() / "bin" / "python")
+    for module in ("joinlab", "jobs"):
+        done = subprocess.run([python, "-c", f"import {module}"], cwd=plain.folder, capture_output=True, text=True,
+                              preexec_fn=plain_spark.procs.as_user(plain_spark.USER), env={"PATH": "/usr/bin:/bin"})
+        assert f"No module named '{module}'" in done.stderr, done.stderr
+    done = subprocess.run(["ls", str(tmp_path)], capture_output=True, text=True,
+                          preexec_fn=plain_spark.procs.as_user(plain_spark.USER), env={"PATH": "/usr/bin:/bin"})
+    assert done.returncode != 0 and "Permission denied" in done.stderr
+
+
+@pytest.mark.parametrize("pattern", list(PATTERNS))
+def test_every_pattern_runs_on_the_server_and_its_output_matches_the_reference(plain, bootstrap, tmp_path, pattern):
+    env = {}
+    if pattern == "money-enrichment":  # a lookup service of the test's own, at an address the server reaches
+        from joinlab.lookup import LookupService
+        from joinlab.patterns import job
+        service = LookupService(bootstrap, topic=job(pattern).LOOKUP.schema.topic, port=0).__enter__()
+        env = {"LAB_LOOKUP_URL": service.url, "LAB_LOOKUP_TOKEN": service.token, **SETTINGS}
+        SECRETS.append(service.token)
+    try:
+        made = joinlab(plain, bootstrap, tmp_path, "generate", pattern, "--seed", "11", "--no-progress",
+                       *GENERATE.get(pattern, ["--count", "800"]))
+        assert made.returncode == 0, made.stderr
+        run = joinlab(plain, bootstrap, tmp_path, "run", pattern, "--available-now", "--quiet", *RUN.get(pattern, []),
+                      env=env)
+        assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
+        verified = joinlab(plain, bootstrap, tmp_path, "verify", pattern, env=env)
+    finally:
+        if env:
+            service.__exit__(None, None, None)
+    assert verified.returncode == 0 and "0 mismatches (OK)" in verified.stdout, verified.stdout
+    if pattern == "money-enrichment":
+        assert re.search(r", [1-9]\d* by lookup", verified.stdout), verified.stdout
+    offsets = plain.folder / "checkpoints" / pattern / "offsets"
+    assert offsets.is_dir() and offsets.stat().st_uid == pwd.getpwnam(plain_spark.USER).pw_uid, \
+        "the server wrote the checkpoint, as its own user"
+    assert not (tmp_path / "checkpoints").exists(), "the client made no checkpoint of its own"
+
+
+def test_a_job_resumes_from_the_server_s_checkpoint_whose_state_the_client_reads_through_the_server(
+        plain, bootstrap, tmp_path):
+    pattern, checkpoint = "lottery", f"{plain.checkpoints}/resumed"
+    for seed in (["--seed", "3"], []):  # the second time, on topics that hold records: new ids, later times
+        assert joinlab(plain, bootstrap, tmp_path, "generate", pattern, "--count", "500", *seed,
+                       "--no-progress").returncode == 0
+        run = joinlab(plain, bootstrap, tmp_path, "run", pattern, "--available-now", "--quiet",
+                      "--checkpoint", checkpoint)
+        assert run.returncode == 0, run.stderr[-3000:]
+    verified = joinlab(plain, bootstrap, tmp_path, "verify", pattern)
+    assert "0 mismatches (OK)" in verified.stdout, verified.stdout
+    batches = sorted(int(f.name) for f in (plain.folder / "checkpoints" / "resumed" / "commits").iterdir()
+                     if f.name.isdigit())
+    assert len(batches) >= 2 and batches == list(range(len(batches))), "the second run went on from the first"
+    unknown = joinlab(plain, bootstrap, tmp_path, "state", pattern, "--checkpoint", checkpoint, "--var", "nope")
+    assert unknown.returncode == 2 and re.search(r"no state variable named nope in \S+; it holds: \w", unknown.stderr), \
+        unknown.stderr  # what it holds, read by the server from its checkpoint
+    reset = joinlab(plain, bootstrap, tmp_path, "run", pattern, "--reset", "--checkpoint", checkpoint)
+    assert reset.returncode == 2 and "is on the Spark server's side, where the lab deletes nothing" in reset.stderr
+    assert (plain.folder / "checkpoints" / "resumed" / "commits").is_dir()
+
+
+def test_a_candidate_s_module_is_graded_live_on_the_server(plain, bootstrap, tmp_path):
+    candidate = tmp_path / "answer.py"
+    shutil.copy(SOLUTION, candidate)  # a module the server has never seen: its classes travel by value
+    done = joinlab(plain, bootstrap, tmp_path, "interview", "check", "tweet-views", "--solution", str(candidate),
+                   "--live")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert re.search(r"tweet-views: (\d+) expected, \1 in output, 0 mismatches", done.stdout), done.stdout
+
+
+SECRETS: list[str] = []
+
+
+def test_no_secret_on_a_command_line_in_the_server_s_log_or_in_a_printed_line(plain):
+    """After the tests above (their command lines were watched while they ran)."""
+    secrets = [plain.token, *SECRETS]
+    assert SEEN.printed and len(SEEN.cmdlines) > 10 and len(secrets) >= 2, "the tests above ran first"
+    log = plain.log.read_text(errors="replace")
+    assert "Spark Connect server started" in log
+    for secret in secrets:
+        assert not [c for c in SEEN.cmdlines if secret in c]
+        assert secret not in log
+        assert not [p for p in SEEN.printed if secret in p]
