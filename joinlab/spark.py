@@ -21,6 +21,7 @@ import sys
 import threading
 import time
 import urllib.parse
+import warnings
 from pathlib import Path
 
 import psutil
@@ -205,8 +206,9 @@ def session(app_name: str = "stream-join-lab", **conf: str):
 def server(app_name: str = "stream-join-lab") -> tuple[str, str]:
     """(url, token) of the server this process's clients use: $SPARK_REMOTE's, the native lab's,
     else one started here."""
-    if os.environ.get("SPARK_REMOTE"):
-        return os.environ["SPARK_REMOTE"], os.environ.get(TOKEN_VARIABLE, "")
+    if url := os.environ.get("SPARK_REMOTE"):
+        in_url = re.search(r"(?i);token=([^;]*)", url)  # PySpark's own way: sc://HOST:PORT/;token=...
+        return url, os.environ.get(TOKEN_VARIABLE) or (in_url.group(1) if in_url else "")
     return running_connect_server() or embedded(app_name)
 
 
@@ -218,25 +220,35 @@ RETRIES = {"max_retries": 4, "initial_backoff": 50, "backoff_multiplier": 4.0, "
 def connect(url: str, token: str):
     """A Connect session on `url` (sc://HOST:PORT) with `token`; ServerError in one line when
     nothing answers there, or the token is refused."""
+    # gRPC's own lines (a failed TLS handshake, each retry's) and PySpark's warning that its retries
+    # ran out say nothing the ServerError below does not say in one line.
+    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+    warnings.filterwarnings("ignore", message=r"\[RETRIES_EXCEEDED\]")
     from pyspark.errors import PySparkException
     _main_spec()
     from pyspark.sql.connect.client.retries import DefaultPolicy
     from pyspark.sql.connect.session import SparkSession as ConnectSession
     where = urllib.parse.urlparse(url)
     host, port = where.hostname, where.port or 15002
+    url = re.sub(r"(?i)(token=)[^;]*", r"\1[hidden]", url)  # as the messages below show it
     try:
         socket.create_connection((host, port), timeout=5).close()
     except OSError as exc:
         raise ServerError(f"no Spark Connect server at {url}: nothing answers there ({exc.strerror or exc}): "
                           "is the lab up (`make ps`), is the port right?") from None
     os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"  # PySpark's functions build Connect columns
-    client = ConnectSession.builder.channelBuilder(_channel(host, port, token)).create()
+    tls = "use_ssl=true" in where.path.lower()  # sc://HOST:PORT/;use_ssl=true, PySpark's own parameter
+    client = ConnectSession.builder.channelBuilder(_channel(host, port, token, tls)).create()
     client.client.set_retry_policies([DefaultPolicy(**RETRIES)])
     try:
         client.conf.get("spark.sql.session.timeZone")  # the first call: is it a server, is the token right?
         server_version = client.version
     except PySparkException as exc:
         client.stop()  # not this process's active session any more
+        if tls and re.search(r"(?i)ssl|handshake|certificate|UNAVAILABLE", str(exc)):  # and the port answered
+            raise ServerError(f"no Spark Connect server at {url}: the TLS handshake failed: check that the server's "
+                              "certificate names the URL's host and is signed by a CA this client trusts (the "
+                              "system's, or the one $GRPC_DEFAULT_SSL_ROOTS_FILE_PATH names)") from None
         if "UNAUTHENTICATED" in str(exc):
             raise ServerError(f"no Spark Connect server at {url}: the server refused the token: check "
                               "$SPARK_CONNECT_AUTHENTICATE_TOKEN (`make up` writes the lab's to .env)") from None
@@ -302,13 +314,18 @@ def _main_spec() -> None:
         main.__spec__ = None
 
 
-def _channel(host: str, port: int, token: str):
-    """gRPC to the server with the token: on this machine over a local channel (PySpark's own, for
-    `localhost`); to another container (Compose's network) in plain text with the token's header,
-    as PySpark's client sends it (it wants TLS for any other host). No token: none at all, not
-    even $SPARK_CONNECT_AUTHENTICATE_TOKEN (`make up` checks that the server refuses that)."""
+def _channel(host: str, port: int, token: str, tls: bool = False):
+    """gRPC to the server with the token: over TLS where asked (`;use_ssl=true` in the URL: a
+    server elsewhere, behind a TLS proxy; PySpark's own channel, the certificate checked against
+    the system's CAs or $GRPC_DEFAULT_SSL_ROOTS_FILE_PATH); on this machine over a local channel
+    (PySpark's own, for `localhost`); to another container (Compose's network) in plain text with
+    the token's header, as PySpark's client sends it (it wants TLS for any other host). No token:
+    none at all, not even $SPARK_CONNECT_AUTHENTICATE_TOKEN (`make up` checks that the server
+    refuses that)."""
     import grpc
     from pyspark.sql.connect.client import DefaultChannelBuilder
+    if tls:
+        return DefaultChannelBuilder(f"sc://{host}:{port}/;use_ssl=true" + (f";token={token}" if token else ""))
     if token and host in ("localhost", "127.0.0.1"):
         return DefaultChannelBuilder(f"sc://localhost:{port}/;token={token}")
 

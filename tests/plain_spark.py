@@ -7,6 +7,7 @@ and has nothing of the lab to import. The virtualenv is made once per machine an
 cache, a few minutes without)."""
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import shutil
@@ -14,6 +15,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +52,7 @@ def venv() -> Path:
 @dataclass
 class PlainServer:
     url: str
+    port: int
     token: str
     folder: Path      # the server's own: its log, its jars, the checkpoints it writes
     process: subprocess.Popen
@@ -108,7 +111,7 @@ def start(with_connector: bool = True, ready_timeout_s: float = 120.0) -> PlainS
     with open(folder / "server.log", "wb") as log:
         process = subprocess.Popen(cmd, cwd=folder, env=env, stdout=log, stderr=subprocess.STDOUT,
                                    stdin=subprocess.DEVNULL, preexec_fn=procs.as_user(USER), start_new_session=True)
-    server = PlainServer(f"sc://127.0.0.1:{port}", token, folder, process)
+    server = PlainServer(f"sc://127.0.0.1:{port}", port, token, folder, process)
     _wait_listening(server, port, ready_timeout_s)
     return server
 
@@ -122,3 +125,53 @@ def _wait_listening(server: PlainServer, port: int, timeout_s: float) -> None:
             raise RuntimeError(f"the plain Spark server did not start: {server.log.read_text(errors='replace')[-2000:]}")
         time.sleep(0.2)
     socket.create_connection(("127.0.0.1", port), timeout=5).close()
+
+
+class TlsProxy:
+    """TLS in front of a server, as one elsewhere would have it (Spark Connect's gRPC is plain
+    text): it ends TLS (ALPN h2, as gRPC asks) with the certificate and key in `cert_file` and
+    `key_file` (PEM) and forwards each connection's bytes to 127.0.0.1:`target`."""
+
+    def __init__(self, target: int, cert_file: Path, key_file: Path):
+        import ssl
+        self.context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self.context.load_cert_chain(cert_file, key_file)
+        self.context.set_alpn_protocols(["h2"])
+        self.target = target
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:  # closed
+                return
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        try:
+            client = self.context.wrap_socket(conn, server_side=True)
+        except OSError:  # a client that does not trust the certificate ends the handshake
+            conn.close()
+            return
+        upstream = socket.create_connection(("127.0.0.1", self.target))
+        threading.Thread(target=_pump, args=(upstream, client), daemon=True).start()
+        _pump(client, upstream)
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+def _pump(source: socket.socket, sink: socket.socket) -> None:
+    """Bytes from `source` to `sink` until either ends; then both closed."""
+    try:
+        while data := source.recv(65536):
+            sink.sendall(data)
+    except OSError:
+        pass
+    finally:
+        for s in (source, sink):
+            with contextlib.suppress(OSError):
+                s.close()

@@ -17,11 +17,13 @@ import threading
 
 import psutil
 import pytest
+from cryptography.hazmat.primitives import serialization
 
 from joinlab.patterns import PATTERNS
 from joinlab.spark import version_problem
 from tests import plain_spark
 from tests.conftest import ROOT
+from tests.secured_kafka import certificate_authority, pem, server_certificate
 
 SOLUTION = ROOT / "jobs" / "tweet_views" / "solution.py"
 # Money enrichment's very late transactions find their session gone from state: the job asks the
@@ -65,8 +67,8 @@ SEEN = Seen()
 def joinlab(server: plain_spark.PlainServer, bootstrap: str, home, *args: str,
             env: dict | None = None) -> subprocess.CompletedProcess:
     """`joinlab ARGS` as a user of `server` runs it, its command lines and output kept in SEEN."""
-    environ = server.client_env({**os.environ, "KAFKA_BOOTSTRAP_SERVERS": bootstrap, "LAB_HOME": str(home),
-                                 **(env or {})})
+    environ = {**server.client_env({**os.environ, "KAFKA_BOOTSTRAP_SERVERS": bootstrap, "LAB_HOME": str(home)}),
+               **(env or {})}
     process = subprocess.Popen([sys.executable, "-m", "joinlab", *args], cwd=ROOT, env=environ, text=True,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     out, err = SEEN.watch(process)
@@ -169,6 +171,34 @@ def test_a_candidate_s_module_is_graded_live_on_the_server(plain, bootstrap, tmp
                    "--live")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert re.search(r"tweet-views: (\d+) expected, \1 in output, 0 mismatches", done.stdout), done.stdout
+
+
+def test_a_server_behind_tls_is_reached_with_use_ssl_and_an_untrusted_certificate_is_one_line(
+        plain, bootstrap, tmp_path):
+    ca_key, ca = certificate_authority()
+    key, cert = server_certificate(ca_key, ca)
+    (tmp_path / "server.pem").write_text(pem(cert))
+    (tmp_path / "server.key").write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                                            serialization.PrivateFormat.PKCS8,
+                                                            serialization.NoEncryption()))
+    (tmp_path / "ca.pem").write_text(pem(ca))
+    (tmp_path / "other-ca.pem").write_text(pem(certificate_authority("another CA")[1]))
+    proxy = plain_spark.TlsProxy(plain.port, tmp_path / "server.pem", tmp_path / "server.key")
+    tls = {"SPARK_REMOTE": f"sc://localhost:{proxy.port}/;use_ssl=true"}
+    try:
+        assert joinlab(plain, bootstrap, tmp_path, "generate", "tweet-views", "--count", "300", "--seed", "5",
+                       "--no-progress").returncode == 0
+        run = joinlab(plain, bootstrap, tmp_path, "run", "tweet-views", "--available-now", "--quiet",
+                      env={**tls, "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH": str(tmp_path / "ca.pem")})
+        untrusted = joinlab(plain, bootstrap, tmp_path, "run", "tweet-views", "--available-now", "--quiet",
+                            env={**tls, "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH": str(tmp_path / "other-ca.pem")})
+    finally:
+        proxy.close()
+    assert run.returncode == 0, run.stderr[-3000:]
+    verified = joinlab(plain, bootstrap, tmp_path, "verify", "tweet-views")
+    assert "0 mismatches (OK)" in verified.stdout, verified.stdout
+    assert untrusted.returncode == 2 and len(untrusted.stderr.strip().splitlines()) == 1, untrusted.stderr
+    assert "TLS" in untrusted.stderr and "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH" in untrusted.stderr, untrusted.stderr
 
 
 SECRETS: list[str] = []
