@@ -5,11 +5,14 @@ after a change), and beside them the same job with a JVM processor, the yardstic
 
     python -m perf.user_runs --lab ../before --lab . --rounds 3
     python -m perf.user_runs --lab . --in-lab .lab     # and as a client of the native lab running there
+    python -m perf.user_runs --lab . --plain-spark     # and of a Spark Connect server without the lab
 
 Per phase one embedded broker and one set of seeded events; every run reads them from the start
 with a fresh checkpoint and the output topics emptied, and is verified with `joinlab verify
 tweet-views`. A run starts its own Spark (`SPARK_MASTER=local[2]`), or with `--in-lab` also as a
-client of a running native lab's Spark Connect server (`make up`; its master and worker). Per run: the seconds from the command's start to its first
+client of a running native lab's Spark Connect server (`make up`; its master and worker), or with
+`--plain-spark` as a client of a server that is not the lab's (tests/plain_spark.py: PySpark and the
+connector, as the user nobody, local[2]; its checkpoints on its side). Per run: the seconds from the command's start to its first
 status line, its first batch, the median batch after the first (tiny phase) and the rate over the
 batches of >= 10,000 records after the first (steady phase).
 """
@@ -60,7 +63,10 @@ def run(command: list[str], cwd: Path, env: dict) -> tuple[list[tuple[float, dic
 
 
 def lab_command(lab: Path, per_trigger: int, checkpoint: str, solution: Path | None = None) -> list[str]:
-    return [str(lab / ".venv/bin/joinlab"), "run", "tweet-views", "--available-now", "--reset",
+    """A run on a new checkpoint (--reset where it is this machine's: one a plain server keeps is
+    new already, and the lab deletes nothing there)."""
+    return [str(lab / ".venv/bin/joinlab"), "run", "tweet-views", "--available-now",
+            *([] if "://" in checkpoint else ["--reset"]),
             "--max-offsets-per-trigger", str(per_trigger), "--json", "--checkpoint", checkpoint,
             *(["--solution", str(solution)] if solution else [])]
 
@@ -98,7 +104,8 @@ def empty_outputs(bootstrap: str) -> None:
 
 
 def phase(name: str, labs: list[Path], peer: Path | None, rounds: int, events: int, users: int | None,
-          per_trigger: int, seed: int, solutions: list[Path] = (), in_lab: dict | None = None) -> list[dict]:
+          per_trigger: int, seed: int, solutions: list[Path] = (), in_lab: dict | None = None,
+          plain=None) -> list[dict]:
     from joinlab.broker import EmbeddedBroker
     from joinlab.patterns import generator
     rows = []
@@ -110,19 +117,27 @@ def phase(name: str, labs: list[Path], peer: Path | None, rounds: int, events: i
         env = {**os.environ, "SPARK_MASTER": "local[2]", "KAFKA_BOOTSTRAP_SERVERS": bootstrap, "LAB_HOME": work}
         engines = ([("lab", lab, None) for lab in labs] + [(f"lab+{s.stem}", labs[-1], s) for s in solutions]
                    + ([("lab, in a running lab", labs[-1], None)] if in_lab else [])
+                   + ([("lab, on a plain server", labs[-1], None)] if plain else [])
                    + ([("jvm peer", labs[-1], None)] if peer else []))
         for number in range(rounds):
             for engine, lab, solution in engines:
                 empty_outputs(bootstrap)
-                checkpoint = f"{work}/checkpoint-{len(rows)}"
+                # a new one per run: a plain server's outlive the phase (and its broker)
+                checkpoint = (f"{plain.checkpoints}/{name}-{len(rows)}" if engine == "lab, on a plain server"
+                              else f"{work}/checkpoint-{len(rows)}")
                 command = (peer_command(peer, per_trigger, checkpoint, bootstrap) if engine == "jvm peer"
                            else lab_command(lab, per_trigger, checkpoint, solution))
                 lab_env = {"LAB_JARS": str(lab / ".lab" / "jars"), **env}  # LAB_HOME is the phase's own
                 if engine == "lab, in a running lab":
                     lab_env.update(in_lab)
+                if engine == "lab, on a plain server":
+                    lab_env = plain.client_env(lab_env)
                 lines, code = run(command, lab, lab_env)
-                verified = subprocess.run([str(lab / ".venv/bin/joinlab"), "verify", "tweet-views"], cwd=lab,
-                                          env=lab_env, capture_output=True, text=True).returncode == 0
+                checked = subprocess.run([str(lab / ".venv/bin/joinlab"), "verify", "tweet-views"], cwd=lab,
+                                         env=lab_env, capture_output=True, text=True)
+                verified = checked.returncode == 0
+                if not verified:
+                    print(checked.stdout + checked.stderr, file=sys.stderr)
                 row = {"phase": name, "engine": engine, "lab": str(lab), "round": number + 1, "exit": code,
                        "verified": verified, "load": os.getloadavg()[0], **summary(lines)}
                 if engine == "jvm peer":
@@ -141,11 +156,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--peer", type=Path, default=PEER, help="the JVM peer's folder (its jar built by mvn package)")
     parser.add_argument("--in-lab", type=Path, metavar="LAB_HOME",
                         help="also run the last lab as a client of the native lab running with this LAB_HOME")
+    parser.add_argument("--plain-spark", action="store_true",
+                        help="also run the last lab as a client of a Spark Connect server without the lab")
     parser.add_argument("--solution", action="append", type=Path, default=[],
                         help="also run the last lab with this file's processor (repeat), e.g. a study's")
     args = parser.parse_args(argv)
-    rows = measure([lab.resolve() for lab in args.lab or [Path(".")]], args.peer, args.rounds, args.tiny_events,
-                   args.steady_events, [s.resolve() for s in args.solution], args.in_lab and lab_server(args.in_lab))
+    plain = None
+    if args.plain_spark:
+        from tests import plain_spark
+        plain = plain_spark.start()
+    try:
+        rows = measure([lab.resolve() for lab in args.lab or [Path(".")]], args.peer, args.rounds, args.tiny_events,
+                       args.steady_events, [s.resolve() for s in args.solution], args.in_lab and lab_server(args.in_lab),
+                       plain)
+    finally:
+        if plain:
+            plain.stop()
     print(format_rows(rows))
     return 0 if all(row["exit"] == 0 and row["verified"] for row in rows) else 1
 
@@ -162,15 +188,15 @@ def lab_server(home: Path) -> dict:
 
 
 def measure(labs: list[Path], peer_folder: Path, rounds: int, tiny_events: int, steady_events: int,
-            solutions: list[Path] = (), in_lab: dict | None = None) -> list[dict]:
+            solutions: list[Path] = (), in_lab: dict | None = None, plain=None) -> list[dict]:
     """Every run of both phases; the peer's too when its jar is built (else a line says it is not)."""
     peer = peer_jar(peer_folder) if peer_jar(peer_folder).is_file() else None
     if peer is None:
         print(f"jvm peer: not built ({peer_jar(peer_folder)} missing: mvn -q package in {peer_folder})",
               file=sys.stderr)
-    rows = phase("tiny", labs, peer, rounds, tiny_events, None, 100, 3, solutions, in_lab) if tiny_events else []
+    rows = phase("tiny", labs, peer, rounds, tiny_events, None, 100, 3, solutions, in_lab, plain) if tiny_events else []
     if steady_events:
-        rows += phase("steady", labs, peer, rounds, steady_events, 10_000, 20_000, 5, solutions, in_lab)
+        rows += phase("steady", labs, peer, rounds, steady_events, 10_000, 20_000, 5, solutions, in_lab, plain)
     return rows
 
 

@@ -7,9 +7,10 @@ from __future__ import annotations
 import datetime
 import ipaddress
 import secrets
-from contextlib import closing
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -123,3 +124,25 @@ def secured_broker(folder: Path) -> tuple[EmbeddedBroker, str, str, str]:
 
 def password() -> str:
     return "pw-" + secrets.token_hex(12)
+
+
+@contextmanager
+def running(folder: Path, user: str, allowed: list[str], described: list[str] = (),
+            others: list[str] = ()) -> Iterator[SecuredKafka]:
+    """The secured broker, running, with `user` (a new password) allowed READ, WRITE and DESCRIBE on
+    the topics of the patterns `allowed`, DESCRIBE only on those of `described`, nothing on `others`;
+    every topic made beforehand by the admin."""
+    from joinlab import patterns
+    from joinlab.topics import create_topics
+    broker, bootstrap, ca, other = secured_broker(folder)
+    with broker:
+        kafka = SecuredKafka(broker, bootstrap, ca, other, folder / "broker.log")
+        kafka.password = password()
+        kafka.add_user(user, kafka.password)
+        topics = [t for p in allowed for t in patterns.all_topics(p)]
+        seen = [t for p in described for t in patterns.all_topics(p)]
+        create_topics(kafka.admin, topics + seen + list(others))
+        kafka.allow(user, topics, ["READ", "WRITE", "DESCRIBE"])
+        if seen:
+            kafka.allow(user, seen, ["DESCRIBE"])
+        yield kafka

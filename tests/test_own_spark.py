@@ -23,7 +23,9 @@ from joinlab.patterns import PATTERNS
 from joinlab.spark import version_problem
 from tests import plain_spark
 from tests.conftest import ROOT
+from tests import secured_kafka
 from tests.secured_kafka import certificate_authority, pem, server_certificate
+from tests.test_secured_kafka import USER, user_env
 
 SOLUTION = ROOT / "jobs" / "tweet_views" / "solution.py"
 # Money enrichment's very late transactions find their session gone from state: the job asks the
@@ -66,9 +68,10 @@ SEEN = Seen()
 
 def joinlab(server: plain_spark.PlainServer, bootstrap: str, home, *args: str,
             env: dict | None = None) -> subprocess.CompletedProcess:
-    """`joinlab ARGS` as a user of `server` runs it, its command lines and output kept in SEEN."""
+    """`joinlab ARGS` as a user of `server` runs it, its command lines and output kept in SEEN; its
+    checkpoints in a folder of the test's own on the server (one the server keeps would be resumed)."""
     environ = {**server.client_env({**os.environ, "KAFKA_BOOTSTRAP_SERVERS": bootstrap, "LAB_HOME": str(home)}),
-               **(env or {})}
+               "LAB_CHECKPOINTS": f"{server.checkpoints}/{home.name}", **(env or {})}
     process = subprocess.Popen([sys.executable, "-m", "joinlab", *args], cwd=ROOT, env=environ, text=True,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     out, err = SEEN.watch(process)
@@ -136,7 +139,7 @@ def test_every_pattern_runs_on_the_server_and_its_output_matches_the_reference(p
     assert verified.returncode == 0 and "0 mismatches (OK)" in verified.stdout, verified.stdout
     if pattern == "money-enrichment":
         assert re.search(r", [1-9]\d* by lookup", verified.stdout), verified.stdout
-    offsets = plain.folder / "checkpoints" / pattern / "offsets"
+    offsets = plain.folder / "checkpoints" / tmp_path.name / pattern / "offsets"
     assert offsets.is_dir() and offsets.stat().st_uid == pwd.getpwnam(plain_spark.USER).pw_uid, \
         "the server wrote the checkpoint, as its own user"
     assert not (tmp_path / "checkpoints").exists(), "the client made no checkpoint of its own"
@@ -199,6 +202,28 @@ def test_a_server_behind_tls_is_reached_with_use_ssl_and_an_untrusted_certificat
     assert "0 mismatches (OK)" in verified.stdout, verified.stdout
     assert untrusted.returncode == 2 and len(untrusted.stderr.strip().splitlines()) == 1, untrusted.stderr
     assert "TLS" in untrusted.stderr and "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH" in untrusted.stderr, untrusted.stderr
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory):
+    with secured_kafka.running(tmp_path_factory.mktemp("secured-kafka"), USER, ["tweet-views"]) as kafka:
+        yield kafka
+
+
+def test_your_own_kafka_and_your_own_spark_together_sasl_ssl_through_the_plain_server(plain, secured, tmp_path):
+    """The Kafka of tests/test_secured_kafka.py (SASL_SSL, SCRAM-SHA-512, ACLs: the user may use
+    tweet views' topics only) and the plain server: the Kafka settings travel in the query's
+    options to the server's executors; the server's log is a file here, read below for the password."""
+    SECRETS.append(secured.password)
+    env = {"LAB_KAFKA_PROPERTIES": user_env(secured, tmp_path / "alice")["LAB_KAFKA_PROPERTIES"]}
+    made = joinlab(plain, secured.secured, tmp_path, "generate", "tweet-views", "--count", "300", "--seed", "8",
+                   "--no-progress", env=env)
+    assert made.returncode == 0, made.stderr[-2000:]
+    run = joinlab(plain, secured.secured, tmp_path, "run", "tweet-views", "--available-now", "--quiet", env=env)
+    assert run.returncode == 0, run.stderr[-3000:]
+    verified = joinlab(plain, secured.secured, tmp_path, "verify", "tweet-views", env=env)
+    assert "0 mismatches (OK)" in verified.stdout and not verified.stdout.startswith("tweet-views: 0 expected"), \
+        verified.stdout + verified.stderr
 
 
 SECRETS: list[str] = []

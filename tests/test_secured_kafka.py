@@ -21,9 +21,8 @@ from joinlab import patterns
 from joinlab.generate import Record, send
 from joinlab.kafka_settings import (KafkaSettings, KafkaSettingsError, from_environment, parse_properties,
                                     pem_certificates, spark_failure, variable_property)
-from joinlab.topics import create_topics
 from tests.conftest import ROOT, close_cached_producers
-from tests.secured_kafka import MECHANISM, SecuredKafka, certificate_authority, password, pem, secured_broker
+from tests.secured_kafka import MECHANISM, SecuredKafka, certificate_authority, pem, running
 
 USER = "alice"
 ALLOWED = ["tweet-views", "lottery"]  # the user's patterns: READ, WRITE, DESCRIBE on their topics
@@ -33,16 +32,7 @@ JAAS = "org.apache.kafka.common.security.scram.ScramLoginModule required"
 
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("secured-kafka")
-    broker, bootstrap, ca, other = secured_broker(folder)
-    with broker:
-        kafka = SecuredKafka(broker, bootstrap, ca, other, folder / "broker.log")
-        kafka.password = password()
-        kafka.add_user(USER, kafka.password)
-        topics = [t for p in ALLOWED for t in patterns.all_topics(p)]
-        create_topics(kafka.admin, topics + patterns.all_topics(READ_ONLY) + ["other-topic"])
-        kafka.allow(USER, topics, ["READ", "WRITE", "DESCRIBE"])
-        kafka.allow(USER, patterns.all_topics(READ_ONLY), ["DESCRIBE"])
+    with running(tmp_path_factory.mktemp("secured-kafka"), USER, ALLOWED, [READ_ONLY], ["other-topic"]) as kafka:
         yield kafka
         close_cached_producers()  # the session's Spark server's sink producers for this broker, before it stops
 
