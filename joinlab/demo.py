@@ -4,7 +4,6 @@ the job run until caught up), each checked against its batch reference; exit sta
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
 import time
 
@@ -13,6 +12,7 @@ from joinlab import patterns
 from joinlab.broker import EmbeddedBroker
 from joinlab.config import lab_home, query_name, topic_prefix
 from joinlab.generate import Disorder, send, summary
+from joinlab.kafka_settings import settings
 from joinlab.spark import session, stop
 from joinlab.topics import addressed, create_topics, owned
 from joinlab.verify import verify
@@ -23,9 +23,10 @@ DEMO_DISORDER = Disorder(delayed=0.3, max_delay_s=5.0, duplicates=0.05, malforme
 
 @contextlib.contextmanager
 def demo_broker():
-    """$KAFKA_BOOTSTRAP_SERVERS when set, else an embedded broker that lives for the demo only."""
-    if os.environ.get("KAFKA_BOOTSTRAP_SERVERS"):
-        yield os.environ["KAFKA_BOOTSTRAP_SERVERS"]
+    """The Kafka settings' bootstrap.servers when given ($KAFKA_BOOTSTRAP_SERVERS, or the file
+    $LAB_KAFKA_PROPERTIES names), else an embedded broker that lives for the demo only."""
+    if configured := settings().bootstrap:
+        yield configured
         return
     with EmbeddedBroker(log_path=lab_home() / "demo-broker.log") as broker:
         yield broker.bootstrap_servers
