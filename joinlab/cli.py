@@ -223,7 +223,8 @@ def parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("run", help="run a pattern's job on live topics")
     r.add_argument("pattern", choices=names)
-    r.add_argument("--checkpoint", help="checkpoint directory (default: $LAB_HOME/checkpoints/PATTERN)")
+    r.add_argument("--checkpoint", help="checkpoint directory, or a URI on the Spark server's side (default: "
+                   "$LAB_CHECKPOINTS/PATTERN, else $LAB_HOME/checkpoints/PATTERN)")
     r.add_argument("--reset", action="store_true", help="delete the checkpoint first (reprocess from the start)")
     r.add_argument("--available-now", action="store_true", help="stop once caught up instead of running on")
     r.add_argument("--max-offsets-per-trigger", type=int, help="cap on records per micro-batch")
@@ -243,7 +244,8 @@ def parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("state", help="print a job's state from its checkpoint (Spark's state data source)")
     s.add_argument("pattern", choices=names)
-    s.add_argument("--checkpoint", help="checkpoint directory (default: $LAB_HOME/checkpoints/PATTERN)")
+    s.add_argument("--checkpoint", help="checkpoint directory, or a URI on the Spark server's side (default: "
+                   "$LAB_CHECKPOINTS/PATTERN, else $LAB_HOME/checkpoints/PATTERN)")
     s.add_argument("--var", action="append", help="only this state variable (repeatable), e.g. --var joining; "
                                                   "the pattern page's State section lists them")
     s.add_argument("--limit", type=int, default=10, help="rows shown per state variable (default 10)")

@@ -35,6 +35,8 @@ NOT_PROPERTIES = frozenset({
     "KAFKA_TOOLS_LOG4J_LOGLEVEL", "KAFKA_JMX_HOSTNAME", "KAFKA_VERSION", "KAFKA_IMAGE", "KAFKA_CLUSTER_ID",
     "KAFKA_HOME", "KAFKA_LOG_DIR",
 })
+# Properties whose empty value is one: no host name check.
+EMPTY_MEANS = frozenset({"ssl.endpoint.identification.algorithm"})
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 # Whose value is a secret: shown nowhere.
@@ -265,8 +267,8 @@ def from_environment(environ: Mapping[str, str] | None = None) -> KafkaSettings:
         except OSError as exc:
             raise KafkaSettingsError(f"{PROPERTIES_VARIABLE}={path}: cannot read it ({exc.strerror or exc}).") from None
         sources.append(f"{PROPERTIES_VARIABLE}={path}")
-    named = {variable_property(k): v for k, v in environ.items()
-             if k.startswith("KAFKA_") and k not in NOT_PROPERTIES and v != ""}
+    named = {variable_property(k): v for k, v in environ.items()  # empty: unset, but where empty says something
+             if k.startswith("KAFKA_") and k not in NOT_PROPERTIES and (v != "" or variable_property(k) in EMPTY_MEANS)}
     if named:
         sources.append("KAFKA_ variables")
     properties.update(named)

@@ -28,7 +28,7 @@ from joinlab.config import checkpoints, lab_home, on_server, participant, partic
 from joinlab.kit import solutions
 from joinlab.kit.kafka import Kafka
 from joinlab.patterns import Job
-from joinlab.spark import ServerError, no_connector
+from joinlab.spark import ServerError, lab_server, no_connector
 from joinlab.topics import own
 
 
@@ -49,6 +49,12 @@ def start(spark: SparkSession, job: Job, bootstrap: str, checkpoint: str, *,
     goes before every output topic's name (a notebook's job writes apart); `counted`: each
     micro-batch's progress counts the rows per output topic (`observedMetrics[COUNTED]`, which
     joinlab.status reads)."""
+    if not on_server(checkpoint) and not lab_server(spark):
+        raise CheckpointError(
+            f"the checkpoint {checkpoint} is a path on this machine, and the Spark server is not the lab's: it "
+            f"would write its own folder of that name, and this client would read another. Name one on the "
+            f"server's side with a URI: $LAB_CHECKPOINTS (file:///srv/spark/checkpoints, s3a://bucket/lab) or "
+            f"--checkpoint URI (docs/operations.md#your-own-spark).")
     check_state_layout(job, checkpoint, solution, spark)
     if participant():  # in a room: no participant's batches so large that everyone else's wait (config)
         max_offsets_per_trigger = min(filter(None, [max_offsets_per_trigger, participant_max_offsets()]))

@@ -280,6 +280,12 @@ def version_problem(server_version: str, client_version: str | None = None) -> s
             f"Spark {wanted}.x server (docs/operations.md#your-own-spark)")
 
 
+def lab_server(client) -> bool:
+    """Whether `client`'s server is one of the lab's (its Python workers fork from LAB_WORKERS, in
+    the lab's environment, on a machine that shares this one's checkpoints)."""
+    return client.conf.get("spark.python.daemon.module", "") == LAB_WORKERS
+
+
 def equip(client) -> None:
     """Give a server that is not the lab's the lab's SQL settings (sql_conf) with this session, and
     its code with each query: the server has PySpark and Spark's Kafka connector and nothing of the
@@ -290,7 +296,7 @@ def equip(client) -> None:
     driver's process that asks a transformWithState processor for its state, nor the executors'.)
     So code that runs on a worker imports what it needs at its module's top, never inside a
     function. The lab's own servers have the lab (their workers fork from LAB_WORKERS)."""
-    if client.conf.get("spark.python.daemon.module", "") == LAB_WORKERS:
+    if lab_server(client):
         return
     for key, value in sql_conf().items():
         client.conf.set(key, value)

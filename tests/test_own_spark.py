@@ -162,6 +162,12 @@ def test_a_job_resumes_from_the_server_s_checkpoint_whose_state_the_client_reads
     unknown = joinlab(plain, bootstrap, tmp_path, "state", pattern, "--checkpoint", checkpoint, "--var", "nope")
     assert unknown.returncode == 2 and re.search(r"no state variable named nope in \S+; it holds: \w", unknown.stderr), \
         unknown.stderr  # what it holds, read by the server from its checkpoint
+    here = joinlab(plain, bootstrap, tmp_path, "run", pattern, "--available-now", "--checkpoint", str(tmp_path / "here"))
+    assert here.returncode == 1 and here.stderr.strip().splitlines() == [
+        f"joinlab run {pattern}: the checkpoint {tmp_path / 'here'} is a path on this machine, and the Spark server is "
+        "not the lab's: it would write its own folder of that name, and this client would read another. Name one on "
+        "the server's side with a URI: $LAB_CHECKPOINTS (file:///srv/spark/checkpoints, s3a://bucket/lab) or "
+        "--checkpoint URI (docs/operations.md#your-own-spark)."], here.stderr
     reset = joinlab(plain, bootstrap, tmp_path, "run", pattern, "--reset", "--checkpoint", checkpoint)
     assert reset.returncode == 2 and "is on the Spark server's side, where the lab deletes nothing" in reset.stderr
     assert (plain.folder / "checkpoints" / "resumed" / "commits").is_dir()

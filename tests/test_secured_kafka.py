@@ -233,6 +233,9 @@ def test_variables_are_named_as_kafkas_image_names_them_and_win_over_the_file(tm
                                  "KAFKA_LOG4J_OPTS": "-Dz", "KAFKA_DEBUG": "y", "KAFKA_EMPTY": ""})
     assert dict(settings.properties) == {"bootstrap.servers": "from-env:9092", "client.id": "file"}
     assert settings.bootstrap == "from-env:9092" and "LAB_KAFKA_PROPERTIES" in settings.source
+    no_host_check = from_environment({"KAFKA_SSL_ENDPOINT_IDENTIFICATION_ALGORITHM": "", "KAFKA_SECURITY_PROTOCOL": "SSL"})
+    assert dict(no_host_check.properties)["ssl.endpoint.identification.algorithm"] == ""  # empty: no check
+    assert no_host_check.client_config()["ssl_context"].check_hostname is False
     with pytest.raises(KafkaSettingsError, match="LAB_KAFKA_PROPERTIES=.*cannot read it"):
         from_environment({"LAB_KAFKA_PROPERTIES": str(tmp_path / "absent")})
 
