@@ -4,7 +4,7 @@ connector jars in --jars (or none), started with Spark's own class and no settin
 an empty folder, as `nobody`: a Unix user that cannot read the test's folders (pytest's are 0700)
 and has nothing of the lab to import. The virtualenv is made once per machine and kept
 ($LAB_PLAIN_SPARK_VENV, default /opt/stream-join-lab/plain-spark; pip takes about 20 s with its
-cache, a few minutes without)."""
+cache, a few minutes without; another release's, for a server of another version, beside it)."""
 from __future__ import annotations
 
 import contextlib
@@ -32,10 +32,12 @@ USER = "nobody"
 CONNECT_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 
 
-def venv() -> Path:
-    """The server's virtualenv: PySpark of the client's version, nothing else of the lab."""
+def venv(version: str = pyspark.__version__) -> Path:
+    """The server's virtualenv: PySpark `version` (the client's, unless said), nothing of the lab."""
     where = Path(os.environ.get("LAB_PLAIN_SPARK_VENV", "/opt/stream-join-lab/plain-spark"))
-    wanted = f"pyspark[connect]=={pyspark.__version__}"
+    if version != pyspark.__version__:
+        where = where.with_name(f"{where.name}-{version}")
+    wanted = f"pyspark[connect]=={version}"
     stamp = where / ".installed"
     if stamp.is_file() and stamp.read_text() == wanted:
         return where
@@ -88,9 +90,10 @@ def _stop(process: subprocess.Popen) -> None:
         pass
 
 
-def start(with_connector: bool = True, ready_timeout_s: float = 120.0) -> PlainServer:
+def start(with_connector: bool = True, version: str = pyspark.__version__,
+          ready_timeout_s: float = 120.0) -> PlainServer:
     """Start a plain server on a free port of 127.0.0.1, its token in its environment only."""
-    python = venv()
+    python = venv(version)
     folder = Path(tempfile.mkdtemp(prefix="plain-spark-"))
     os.chmod(folder, 0o755)
     jar_paths = []

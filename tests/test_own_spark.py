@@ -16,6 +16,7 @@ import sys
 import threading
 
 import psutil
+import pyspark
 import pytest
 from cryptography.hazmat.primitives import serialization
 
@@ -28,6 +29,8 @@ from tests.secured_kafka import certificate_authority, pem, server_certificate
 from tests.test_secured_kafka import USER, user_env
 
 SOLUTION = ROOT / "jobs" / "tweet_views" / "solution.py"
+CLIENT_RELEASE = ".".join(pyspark.__version__.split(".")[:2])
+OTHER_RELEASE = "4.1.4"  # a server of the feature release before the client's (its PySpark in a virtualenv beside)
 # Money enrichment's very late transactions find their session gone from state: the job asks the
 # lookup service for it (as tests/test_money_enrichment.py generates them), in a later micro-batch
 # than their session's, once the watermark has passed it.
@@ -91,11 +94,21 @@ def test_a_server_without_the_kafka_connector_is_named_in_one_line(bootstrap, tm
         "their jars in --jars; docs/operations.md#your-own-spark)"], done.stderr
 
 
-def test_a_server_of_another_spark_release_is_refused_and_a_patch_release_is_not():
-    assert version_problem("4.1.1", "4.2.0") == (
-        "runs Spark 4.1.1, and the lab's client is PySpark 4.2.0: run it on a Spark 4.2.x server "
-        "(docs/operations.md#your-own-spark)")
-    assert version_problem("4.2.1", "4.2.0") is None and version_problem("4.2.0", "4.2.0") is None
+def test_a_server_of_another_spark_release_is_refused_in_one_line(bootstrap, tmp_path):
+    server = plain_spark.start(with_connector=False, version=OTHER_RELEASE)
+    try:
+        done = joinlab(server, bootstrap, tmp_path, "run", "tweet-views", "--available-now", "--quiet")
+    finally:
+        server.stop()
+    assert done.returncode == 2 and done.stderr.strip().splitlines() == [
+        f"joinlab run tweet-views: the Spark Connect server at {server.url} runs Spark {OTHER_RELEASE}, and the lab's "
+        f"client is PySpark {pyspark.__version__}: run it on a Spark {CLIENT_RELEASE}.x server "
+        "(docs/operations.md#your-own-spark)"], done.stderr
+
+
+def test_a_patch_release_of_the_client_s_is_not_another_release():
+    assert version_problem("4.2.1", "4.2.0") is None and version_problem("4.2.0", "4.2.3") is None
+    assert version_problem("4.3.0", "4.2.0") is not None
 
 
 @pytest.fixture(scope="module")
