@@ -22,9 +22,8 @@ from cryptography.hazmat.primitives import serialization
 
 from joinlab.patterns import PATTERNS
 from joinlab.spark import version_problem
-from tests import plain_spark
+from tests import plain_spark, secured_kafka
 from tests.conftest import ROOT
-from tests import secured_kafka
 from tests.secured_kafka import certificate_authority, pem, server_certificate
 from tests.test_secured_kafka import USER, user_env
 
