@@ -17,11 +17,11 @@ and what to use instead, rather than dropped: a client that quietly connects ano
 """
 from __future__ import annotations
 
-import logging
 import os
 import re
+import socket
 import ssl
-import time
+import struct
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -298,48 +298,98 @@ def spark_options() -> dict[str, str]:
 
 # --- Saying what went wrong, in a line ------------------------------------------------------------
 # kafka-python retries a broker that refuses the credentials or whose certificate it does not trust
-# until its bootstrap times out, and then says only "Unable to bootstrap"; why, it logs. The lab's
-# Python clients give up within joinlab.topics.BOOTSTRAP_TIMEOUT_MS, and `Causes` keeps the most
-# telling reason kafka-python logged, which `explain` turns into one line.
+# until its bootstrap times out, and then says only "Unable to bootstrap". Why, it does not reliably
+# know: kafka-python 3.0.12 drops a response that arrives together with the broker's close, and a
+# broker sends its refusal of a SASL login just so, so most attempts log only "socket disconnected".
+# So after a bootstrap that failed, `login_check` goes through a connection's steps once itself,
+# blocking, and says which one failed; `explain` turns that into one line.
 
 class KafkaAccessError(RuntimeError):
     """Kafka could not be used with these settings; the message (one line) says what failed and what to check."""
 
 
-class _Causes(logging.Handler):
-    """The last connection failure kafka-python logged, the telling ones (SASL, TLS) kept over later ones."""
+CHECK_TIMEOUT_S = 5.0  # for each step of the check (connect, TLS handshake, each request's answer)
 
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.telling: tuple[float, str] | None = None
-        self.last: tuple[float, str] | None = None
 
-    def emit(self, record: logging.LogRecord) -> None:
+class _Closed(ConnectionError):
+    """The broker closed the connection before it answered."""
+
+
+def login_check(bootstrap: str, config: dict, timeout_s: float = CHECK_TIMEOUT_S) -> tuple[str, str]:
+    """The first of `bootstrap`'s brokers that accepts a connection, connected to as kafka-python's
+    bootstrap does (TCP; TLS with config's ssl_context; ApiVersions; the SASL login with config's
+    mechanism and credentials), once. Returns (kind, what the broker or the TLS library said): kind
+    is "ok", "unreachable" (no broker accepted the connection), "tls", "closed" (the broker closed
+    the connection before it answered), "mechanism" (the broker does not offer it), "auth" or "slow"
+    (no answer within `timeout_s`)."""
+    result = ("unreachable", "")
+    for server in bootstrap.split(","):
+        host, _, port = server.strip().rpartition(":")
         try:
-            text = record.getMessage()
-        except Exception:  # noqa: BLE001 - a record we cannot format tells us nothing
-            return
-        if "failed" not in text and "Abort" not in text and "lost" not in text:
-            return
-        now = (time.monotonic(), text)
-        self.last = now
-        if _kind(text):
-            self.telling = now
+            sock = socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s)
+        except (OSError, ValueError) as exc:
+            result = ("unreachable", getattr(exc, "strerror", None) or str(exc))
+            continue
+        try:
+            with sock:
+                return _login(sock, host.strip("[]"), config)
+        except ssl.SSLError as exc:
+            return "tls", str(exc)
+        except (socket.timeout, TimeoutError):
+            return "slow", f"did not answer within {timeout_s:g} s"
+        except _Closed:
+            return "closed", ""
+        except (ConnectionResetError, BrokenPipeError) as exc:
+            return "closed", exc.strerror or type(exc).__name__
+        except Exception as exc:  # noqa: BLE001 - a check that cannot go on says what it met, not a traceback
+            return "closed", f"{type(exc).__name__}: {exc}"
+    return result
 
-    def since(self, start: float) -> str | None:
-        for seen in (self.telling, self.last):
-            if seen and seen[0] >= start:
-                return seen[1]
-        return None
+
+def _login(sock, host: str, config: dict) -> tuple[str, str]:
+    from kafka.errors import for_code
+    from kafka.net.sasl import get_sasl_mechanism
+    from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
+    from kafka.protocol.sasl import (SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest,
+                                     SaslHandshakeResponse)
+    protocol = config.get("security_protocol", "PLAINTEXT")
+    if protocol.endswith("SSL"):
+        sock = config["ssl_context"].wrap_socket(sock, server_hostname=host)
+    with sock:
+        asked = _asking(sock)
+        asked(ApiVersionsRequest(), ApiVersionsResponse, 0)
+        if not protocol.startswith("SASL_"):
+            return "ok", ""
+        name = config["sasl_mechanism"]
+        offered = asked(SaslHandshakeRequest(mechanism=name), SaslHandshakeResponse, 1)
+        if offered.error_code:
+            return "mechanism", f"it offers {', '.join(offered.mechanisms) or 'none'}"
+        mechanism = get_sasl_mechanism(name)(host=host, **config)
+        while not mechanism.is_done():
+            answer = asked(SaslAuthenticateRequest(auth_bytes=mechanism.auth_bytes()), SaslAuthenticateResponse, 1)
+            if answer.error_code:
+                return "auth", answer.error_message or for_code(answer.error_code).__name__
+            mechanism.receive(answer.auth_bytes)
+        return ("ok", "") if mechanism.is_authenticated() else ("auth", "the broker's last SASL message did not verify")
 
 
-_causes = _Causes()
-logging.getLogger("kafka").addHandler(_causes)
+def _asking(sock):
+    """A function that sends a request on `sock` and returns the broker's answer, read whole."""
+    correlation = iter(range(1, 1 << 30))
 
+    def read(size: int) -> bytes:
+        data = b""
+        while len(data) < size:
+            if not (chunk := sock.recv(size - len(data))):
+                raise _Closed()
+            data += chunk
+        return data
 
-def failure_since(start: float) -> str | None:
-    """What kafka-python logged as the reason a connection failed since `start` (time.monotonic())."""
-    return _causes.since(start)
+    def asked(request, answer_class, version: int):
+        request.with_header(correlation_id=next(correlation), client_id="joinlab-login-check")
+        sock.sendall(request.encode(version=version, header=True, framed=True))
+        return answer_class.decode(read(struct.unpack(">i", read(4))[0]), version=version, header=True)
+    return asked
 
 
 _AUTH = re.compile(r"SaslAuthentication|SaslAuthenticationException|Authentication failed|invalid credentials"
@@ -385,8 +435,7 @@ def _where() -> str:
 def _short(reason: str) -> str:
     """The reason's core, on one line: kafka-python's error classes and wrappers dropped."""
     reason = " ".join(reason.split())
-    reason = re.sub(r"^.*?(?:Connection lost|Connection failed|Abort \(|failed): ", "", reason)
-    reason = re.sub(r"\[Error \d+\] |\w+Error: |\(_ssl\.c:\d+\)|\(backoff [\d.]+ secs\)|^\(|\)$", "", reason)
+    reason = re.sub(r"\[Error \d+\] |\w+Error: |\[SSL: \w+\] |\(_ssl\.c:\d+\)|^\(|\)$", "", reason)
     reason = re.sub(r"\b(\w+): \1\b", r"\1", reason).strip(" ()")
     return reason[:200]
 
@@ -402,11 +451,14 @@ def describe(kind: str | None, reason: str, bootstrap: str | None, topics: str =
         if re.search(r"hostname|subject alternative|match", reason, re.I):
             what = ("the broker's certificate does not name the host the client connected to: check "
                     "bootstrap.servers (and the broker's advertised listeners)")
-        elif re.search(r"WRONG_VERSION|record layer", reason, re.I):
-            what = "the listener does not speak TLS: check security.protocol and the port in bootstrap.servers"
-        else:
+        elif re.search(r"verify failed|PKIX|certification path|self.signed|unknown ca|issuer", reason, re.I):
             what = ("the broker's certificate is not signed by a CA the client trusts: check that "
                     "ssl.truststore.certificates (or ssl.truststore.location, PEM) holds the CA that signed it")
+        elif re.search(r"WRONG_VERSION|record layer|EOF|closed", reason, re.I):
+            what = "the listener does not speak TLS: check security.protocol and the port in bootstrap.servers"
+        else:
+            what = ("check security.protocol and the port in bootstrap.servers, and that ssl.truststore.certificates "
+                    "(or ssl.truststore.location, PEM) holds the CA that signed the broker's certificate")
         return f"the TLS handshake with Kafka{at} failed ({reason}): {what}{_where()}."
     if kind == "topic":
         names = f" {topics}" if topics else ""
@@ -422,7 +474,28 @@ def describe(kind: str | None, reason: str, bootstrap: str | None, topics: str =
     if kind == "unreachable":
         return (f"no Kafka broker answered{at}" + (f" ({reason})" if reason else "")
                 + f": check bootstrap.servers, and security.protocol ({_protocol()}) against the listener's{_where()}.")
+    if kind == "mechanism":
+        return (f"Kafka{at} does not offer the SASL mechanism {_mechanism()} ({reason}): set sasl.mechanism to one "
+                f"it offers, with that mechanism's login module in sasl.jaas.config{_where()}.")
+    if kind == "closed":
+        return (f"Kafka{at} closed the connection before it answered" + (f" ({reason})" if reason else "")
+                + ": check security.protocol "
+                f"({_protocol()}) against the listener's (a TLS listener spoken to in plain text closes it so), "
+                f"and bootstrap.servers{_where()}.")
+    if kind in ("ok", "slow"):
+        login = " and the login" if _protocol().startswith("SASL_") else ""
+        what = (f"answered a check of the connection{login}, but the client's bootstrap did not complete in time"
+                if kind == "ok" else f"accepted the connection but {reason}")
+        return (f"Kafka{at} {what}: the broker may be overloaded or still starting, or bootstrap.servers names "
+                f"another service{_where()}.")
     return None
+
+
+def _mechanism() -> str:
+    try:
+        return settings().properties.get("sasl.mechanism", "GSSAPI").upper()
+    except KafkaSettingsError:
+        return "?"
 
 
 def _protocol() -> str:
@@ -432,9 +505,9 @@ def _protocol() -> str:
         return "?"
 
 
-def explain(exc: BaseException, bootstrap: str | None = None, since: float | None = None) -> str | None:
-    """One line for a kafka-python failure (the exception, its causes, and what kafka-python logged
-    since `since`), or None when it is not one the lab knows."""
+def explain(exc: BaseException, bootstrap: str | None = None) -> str | None:
+    """One line for a kafka-python failure (the exception and its causes; for a bootstrap that
+    failed, what `login_check` met), or None when it is not one the lab knows."""
     from kafka import errors
     chain, seen = [], exc
     while seen is not None and seen not in chain:
@@ -454,12 +527,13 @@ def explain(exc: BaseException, bootstrap: str | None = None, since: float | Non
             return describe("cluster", text, bootstrap)
         if isinstance(one, errors.SaslAuthenticationFailedError):
             return describe("auth", text, bootstrap)
-    logged = failure_since(since) if since is not None else None
     if any(isinstance(one, errors.KafkaTimeoutError) for one in chain) and re.search(r"bootstrap", text, re.I):
-        kind = _kind(logged or "")
-        if kind in ("auth", "tls"):
-            return describe(kind, logged, bootstrap)
-        return describe("unreachable", logged or "", bootstrap)
+        try:
+            bootstrap = bootstrap or settings().bootstrap
+            kind, reason = login_check(bootstrap, client_config()) if bootstrap else ("unreachable", "")
+        except KafkaSettingsError as bad:
+            return str(bad)
+        return describe(kind, reason, bootstrap)
     kind = _kind(text)
     return describe(kind, text, bootstrap) if kind else None
 

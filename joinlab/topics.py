@@ -73,11 +73,10 @@ BOOTSTRAP_TIMEOUT_MS = 10000
 def _made(kind, **config):
     """A kafka-python client of `kind` with the lab's settings under `config`; a KafkaAccessError
     that says why in a line when it cannot reach the brokers."""
-    start = time.monotonic()
     try:
         return kind(**{"bootstrap_timeout_ms": BOOTSTRAP_TIMEOUT_MS, **client_config(), **config})
     except KafkaError as exc:
-        if (line := explain(exc, config.get("bootstrap_servers"), since=start)) is None:
+        if (line := explain(exc, config.get("bootstrap_servers"))) is None:
             raise
         raise KafkaAccessError(line) from None
 
