@@ -12,10 +12,7 @@ import pwd
 import re
 import shutil
 import subprocess
-import sys
-import threading
 
-import psutil
 import pyspark
 import pytest
 from cryptography.hazmat.primitives import serialization
@@ -26,6 +23,7 @@ from tests import plain_spark, secured_kafka
 from tests.conftest import ROOT
 from tests.secured_kafka import certificate_authority, pem, server_certificate
 from tests.test_secured_kafka import USER, user_env
+from tests.watched import Watched
 
 SOLUTION = ROOT / "jobs" / "tweet_views" / "solution.py"
 CLIENT_RELEASE = ".".join(pyspark.__version__.split(".")[:2])
@@ -39,45 +37,16 @@ RUN = {"money-enrichment": ["--max-offsets-per-trigger", "200"]}
 SETTINGS = {"MONEY_SESSION_DURATION": "30 seconds"}  # the generator's sessions
 
 
-class Seen:
-    """Every command line of every process while a client runs, and every line it printed."""
-
-    def __init__(self):
-        self.cmdlines: set[str] = set()
-        self.printed: list[str] = []
-
-    def watch(self, process: subprocess.Popen) -> tuple[str, str]:
-        stop = threading.Event()
-
-        def scan():
-            while not stop.is_set():
-                for p in psutil.process_iter(["cmdline"]):
-                    self.cmdlines.add(" ".join(p.info["cmdline"] or []))
-                stop.wait(0.2)
-        scanner = threading.Thread(target=scan, daemon=True)
-        scanner.start()
-        try:
-            out, err = process.communicate(timeout=600)
-        finally:
-            stop.set()
-            scanner.join()
-        self.printed += [out, err]
-        return out, err
-
-
-SEEN = Seen()
+WATCHED = Watched()
 
 
 def joinlab(server: plain_spark.PlainServer, bootstrap: str, home, *args: str,
             env: dict | None = None) -> subprocess.CompletedProcess:
-    """`joinlab ARGS` as a user of `server` runs it, its command lines and output kept in SEEN; its
+    """`joinlab ARGS` as a user of `server` runs it, watched (WATCHED); its
     checkpoints in a folder of the test's own on the server (one the server keeps would be resumed)."""
     environ = {**server.client_env({**os.environ, "KAFKA_BOOTSTRAP_SERVERS": bootstrap, "LAB_HOME": str(home)}),
                "LAB_CHECKPOINTS": f"{server.checkpoints}/{home.name}", **(env or {})}
-    process = subprocess.Popen([sys.executable, "-m", "joinlab", *args], cwd=ROOT, env=environ, text=True,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    out, err = SEEN.watch(process)
-    return subprocess.CompletedProcess(process.args, process.returncode, out, err)
+    return WATCHED.joinlab(environ, *args)
 
 
 def test_a_server_without_the_kafka_connector_is_named_in_one_line(bootstrap, tmp_path):
@@ -250,10 +219,9 @@ SECRETS: list[str] = []
 def test_no_secret_on_a_command_line_in_the_server_s_log_or_in_a_printed_line(plain):
     """After the tests above (their command lines were watched while they ran)."""
     secrets = [plain.token, *SECRETS]
-    assert SEEN.printed and len(SEEN.cmdlines) > 10 and len(secrets) >= 2, "the tests above ran first"
+    assert WATCHED.printed and len(WATCHED.command_lines) > 10 and len(secrets) >= 2, "the tests above ran first"
     log = plain.log.read_text(errors="replace")
     assert "Spark Connect server started" in log
     for secret in secrets:
-        assert not [c for c in SEEN.cmdlines if secret in c]
+        assert not WATCHED.holding(secret)
         assert secret not in log
-        assert not [p for p in SEEN.printed if secret in p]

@@ -14,7 +14,6 @@ import threading
 import time
 from pathlib import Path
 
-import psutil
 import pytest
 
 from joinlab import patterns
@@ -23,6 +22,7 @@ from joinlab.kafka_settings import (KafkaSettings, KafkaSettingsError, from_envi
                                     pem_certificates, spark_failure, variable_property)
 from tests.conftest import ROOT, close_cached_producers
 from tests.secured_kafka import MECHANISM, SecuredKafka, certificate_authority, pem, running
+from tests.watched import Watched
 
 USER = "alice"
 ALLOWED = ["tweet-views", "lottery"]  # the user's patterns: READ, WRITE, DESCRIBE on their topics
@@ -68,29 +68,6 @@ def user_env(kafka: SecuredKafka, home: Path, secret: str | None = None, ca: str
     return env
 
 
-class Printed:
-    """Everything the user's commands printed, and every command line seen while they ran."""
-
-    def __init__(self, secret: str):
-        self.secret, self.lines, self.command_lines_with_secret = secret, [], []
-
-    def run(self, env: dict, *args: str, timeout: float = 240) -> subprocess.CompletedProcess:
-        done = subprocess.run([sys.executable, "-m", "joinlab", *args], cwd=ROOT, env=env, capture_output=True,
-                              text=True, timeout=timeout)
-        self.lines += done.stdout.splitlines() + done.stderr.splitlines()
-        return done
-
-    def scan_command_lines(self) -> int:
-        """Every process's command line now; those holding the secret are kept. Returns how many were read."""
-        seen = 0
-        for process in psutil.process_iter(["cmdline"]):
-            line = " ".join(process.info["cmdline"] or [])
-            seen += 1
-            if self.secret in line:
-                self.command_lines_with_secret.append(f"{process.pid}: {line[:300]}")
-        return seen
-
-
 def one_line(done: subprocess.CompletedProcess) -> str:
     """The command's message: exactly one line on stderr, no Python or Java traceback."""
     text = done.stderr.strip()
@@ -119,10 +96,10 @@ def test_a_user_allowed_only_its_patterns_topics_runs_them_through_sasl_ssl_and_
     lottery (in KAFKA_ variables), each output equal to the reference; no secret on any command
     line (also while the query runs), in the lab's logs and checkpoints, the broker's log, or any
     printed line."""
-    printed = Printed(secured.password)
+    watched = Watched()
     for pattern, file in (("tweet-views", True), ("lottery", False)):
         env = user_env(secured, tmp_path / pattern, file=file)
-        made = printed.run(env, "generate", pattern, "--count", "300", "--seed", "7", "--no-progress")
+        made = watched.joinlab(env, "generate", pattern, "--count", "300", "--seed", "7", "--no-progress")
         assert made.returncode == 0, made.stderr[-3000:]
         assert f"at {secured.secured}" in made.stdout
         run = subprocess.Popen([sys.executable, "-m", "joinlab", "run", pattern, "--available-now", "--json"],
@@ -131,22 +108,21 @@ def test_a_user_allowed_only_its_patterns_topics_runs_them_through_sasl_ssl_and_
         reader = threading.Thread(target=lambda: errors.extend(run.stderr.read().splitlines()), daemon=True)
         reader.start()
         batches = 0
-        for line in run.stdout:  # each line: a micro-batch done, the query running
-            printed.lines.append(line.rstrip("\n"))
-            if line.startswith("{"):
-                batches += 1
-                if batches == 1:
-                    assert printed.scan_command_lines() > 10  # the query's server, its Python workers, this run
-        assert run.wait(timeout=300) == 0, "\n".join(errors[-40:])
+        with watched.scanning():
+            for line in run.stdout:  # each line: a micro-batch done, the query running
+                watched.printed.append(line.rstrip("\n"))
+                if line.startswith("{"):
+                    batches += 1
+                    if batches == 1:
+                        assert watched.scan() > 10  # the query's server, its Python workers, this run
+            assert run.wait(timeout=300) == 0, "\n".join(errors[-40:])
         reader.join(timeout=30)
-        printed.lines += errors
+        watched.printed += errors
         assert batches >= 1, errors
-        printed.scan_command_lines()
-        verified = printed.run(env, "verify", pattern)
+        verified = watched.joinlab(env, "verify", pattern)
         assert verified.returncode == 0 and "0 mismatches (OK)" in verified.stdout, verified.stdout + verified.stderr
         assert not verified.stdout.startswith(f"{pattern}: 0 expected")
-    assert not printed.command_lines_with_secret, printed.command_lines_with_secret
-    assert not [line for line in printed.lines if secured.password in line]
+    assert not watched.holding(secured.password), watched.holding(secured.password)
     assert not files_holding(tmp_path, secured.password), "the lab wrote the password into these files"
     assert secured.password not in secured.log_path.read_text(errors="replace")
 
@@ -155,27 +131,27 @@ def test_a_user_allowed_only_its_patterns_topics_runs_them_through_sasl_ssl_and_
 @pytest.mark.timeout(300)
 def test_topics_outside_the_users_acls_are_refused_in_one_line_that_names_what_is_missing(secured, spark, tmp_path):
     env = user_env(secured, tmp_path)
-    printed = Printed(secured.password)
-    hidden = printed.run(env, "topics", "tail", "other-topic")  # it exists; the user may not DESCRIBE it
+    watched = Watched()
+    hidden = watched.joinlab(env, "topics", "tail", "other-topic")  # it exists; the user may not DESCRIBE it
     assert hidden.returncode == 2
     assert "no topic 'other-topic'" in one_line(hidden) and "may not see" in hidden.stderr
-    created = printed.run(env, "topics", "create", "car-pollution")  # no CREATE
+    created = watched.joinlab(env, "topics", "create", "car-pollution")  # no CREATE
     assert created.returncode == 2
     line = one_line(created)
     assert "refused to create the topics car-arrivals, car-pollution" in line and "CREATE" in line, line
-    written = printed.run(env, "generate", READ_ONLY, "--count", "20", "--no-progress")  # DESCRIBE only
+    written = watched.joinlab(env, "generate", READ_ONLY, "--count", "20", "--no-progress")  # DESCRIBE only
     assert written.returncode == 2
     line = one_line(written)
     assert "TopicAuthorizationFailed" in line and "WRITE" in line, line
     # The Spark side: a job reading topics the user may DESCRIBE but not READ (the admin wrote records to them)
     records = [Record(topic, b"k", b'{"not": "read"}', "event") for topic in patterns.job(READ_ONLY).INPUT_TOPICS]
     send(secured.admin, records, progress=False)
-    ran = printed.run(env, "run", READ_ONLY, "--available-now", "--quiet")
+    ran = watched.joinlab(env, "run", READ_ONLY, "--available-now", "--quiet")
     assert ran.returncode == 1, ran.stderr
     said = [line for line in ran.stderr.splitlines() if "the job stopped" in line]
     assert said and "KafkaError" in said[0] and "TopicAuthorizationFailed" in said[0], ran.stderr
     assert "Traceback" not in ran.stderr and "\tat " not in ran.stderr, ran.stderr
-    assert not [line for line in printed.lines if secured.password in line]
+    assert not watched.holding(secured.password), watched.holding(secured.password)
     print("\n".join([hidden.stderr, created.stderr, written.stderr, said[0]]))
 
 
@@ -183,9 +159,8 @@ def test_topics_outside_the_users_acls_are_refused_in_one_line_that_names_what_i
 def test_a_wrong_password_or_an_unknown_ca_fails_within_30_seconds_in_one_line(secured, tmp_path, wrong):
     env = user_env(secured, tmp_path, secret="not-" + secured.password if wrong == "password" else None,
                    ca=secured.other_ca_pem if wrong == "ca" else None)
-    printed = Printed(secured.password)
     start = time.monotonic()
-    done = printed.run(env, "generate", "tweet-views", "--count", "10", "--no-progress", timeout=60)
+    done = Watched().joinlab(env, "generate", "tweet-views", "--count", "10", "--no-progress", timeout=60)
     took = time.monotonic() - start
     line = one_line(done)
     assert done.returncode == 2 and took < 30, (took, line)
