@@ -28,7 +28,7 @@ from joinlab.config import checkpoints, lab_home, on_server, participant, partic
 from joinlab.kit import solutions
 from joinlab.kit.kafka import Kafka
 from joinlab.patterns import Job
-from joinlab.spark import ServerError, lab_server, no_connector
+from joinlab.spark import ServerError, lab_server, no_connector, pickle_by_value
 from joinlab.topics import own
 
 
@@ -49,7 +49,8 @@ def start(spark: SparkSession, job: Job, bootstrap: str, checkpoint: str, *,
     goes before every output topic's name (a notebook's job writes apart); `counted`: each
     micro-batch's progress counts the rows per output topic (`observedMetrics[COUNTED]`, which
     joinlab.status reads)."""
-    if not on_server(checkpoint) and not lab_server(spark):
+    lab = lab_server(spark)
+    if not lab and not on_server(checkpoint):
         raise CheckpointError(
             f"the checkpoint {checkpoint} is a path on this machine, and the Spark server is not the lab's: it "
             f"would write its own folder of that name, and this client would read another. Name one on the "
@@ -69,6 +70,8 @@ def start(spark: SparkSession, job: Job, bootstrap: str, checkpoint: str, *,
     if name:
         writer = writer.queryName(name)
     writer = writer.trigger(availableNow=True) if available_now else writer.trigger(processingTime=trigger_interval)
+    if not lab:  # the modules imported since the session was made: a notebook's second pattern, its solution
+        pickle_by_value()
     with configured(spark, job):
         query = writer.start()
     report_progress(query, bootstrap, patterns.name(job))

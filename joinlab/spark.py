@@ -300,6 +300,14 @@ def equip(client) -> None:
         return
     for key, value in sql_conf().items():
         client.conf.set(key, value)
+    pickle_by_value()
+
+
+def pickle_by_value() -> None:
+    """Have cloudpickle send joinlab and the patterns' packages by value, with the postponed
+    annotations of each of their modules loaded so far resolved (kit.solutions.resolve_annotations).
+    For a server that is not the lab's (equip); again at each query's start (runner.start), for
+    the modules imported since the session was made, as a notebook's second pattern is."""
     from pyspark import cloudpickle
     from joinlab import patterns
     from joinlab.kit.solutions import resolve_annotations

@@ -12,6 +12,7 @@ import pwd
 import re
 import shutil
 import subprocess
+import sys
 
 import pyspark
 import pytest
@@ -124,6 +125,32 @@ def test_every_pattern_runs_on_the_server_and_its_output_matches_the_reference(p
     assert offsets.is_dir() and offsets.stat().st_uid == pwd.getpwnam(plain_spark.USER).pw_uid, \
         "the server wrote the checkpoint, as its own user"
     assert not (tmp_path / "checkpoints").exists(), "the client made no checkpoint of its own"
+
+
+# A notebook's second pattern: its modules are imported after the session is made.
+SECOND_PATTERN = """
+import sys
+from joinlab import patterns, runner
+from joinlab.spark import session
+from joinlab.topics import create_topics
+spark = session()
+assert "jobs.lottery.given" not in sys.modules  # the premise: the pattern's state types come later
+job = patterns.job("lottery")
+create_topics(sys.argv[1], patterns.all_topics("lottery"))  # as joinlab run does: the outputs' partitions too
+runner.start(spark, job, sys.argv[1], runner.new_checkpoint("second"), available_now=True).awaitTermination()
+"""
+
+
+def test_a_pattern_imported_after_the_session_was_made_runs_on_the_server(plain, bootstrap, tmp_path):
+    assert joinlab(plain, bootstrap, tmp_path, "generate", "lottery", "--count", "300", "--no-progress").returncode == 0
+    env = {**plain.client_env({**os.environ, "LAB_HOME": str(tmp_path)}),
+           "LAB_CHECKPOINTS": f"{plain.checkpoints}/{tmp_path.name}"}
+    ran = subprocess.run([sys.executable, "-c", SECOND_PATTERN, bootstrap], cwd=ROOT, env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert ran.returncode == 0, "\n".join(line for line in ran.stderr.splitlines() if "Error" in line)[-3000:]
+    verified = joinlab(plain, bootstrap, tmp_path, "verify", "lottery")
+    assert "0 mismatches (OK)" in verified.stdout and not verified.stdout.startswith("lottery: 0 expected"), \
+        verified.stdout
 
 
 def test_a_job_resumes_from_the_server_s_checkpoint_whose_state_the_client_reads_through_the_server(
