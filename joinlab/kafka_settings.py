@@ -325,14 +325,15 @@ def login_check(bootstrap: str, config: dict, timeout_s: float = CHECK_TIMEOUT_S
     result = ("unreachable", "")
     for server in bootstrap.split(","):
         host, _, port = server.strip().rpartition(":")
+        host = host.strip("[]")  # an IPv6 address: [::1]:9092
         try:
-            sock = socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s)
+            sock = socket.create_connection((host, int(port)), timeout=timeout_s)
         except (OSError, ValueError) as exc:
             result = ("unreachable", getattr(exc, "strerror", None) or str(exc))
             continue
         try:
             with sock:
-                return _login(sock, host.strip("[]"), config)
+                return _login(sock, host, config)
         except ssl.SSLError as exc:
             return "tls", str(exc)
         except (socket.timeout, TimeoutError):

@@ -172,7 +172,7 @@ def test_a_wrong_password_or_an_unknown_ca_fails_within_30_seconds_in_one_line(s
     print(f"{wrong}: failed in {took:.1f} s: {line}")
 
 
-def test_after_a_failed_bootstrap_the_lab_s_own_check_names_the_step_that_failed_every_time(secured):
+def test_after_a_failed_bootstrap_the_lab_s_own_check_names_the_step_that_failed_every_time(secured, tmp_path):
     # kafka-python drops the broker's refusal of a login when the broker's close arrives with it,
     # so its own retries say "socket disconnected" most times; the check reads each answer whole.
     from joinlab.broker import free_port
@@ -181,10 +181,9 @@ def test_after_a_failed_bootstrap_the_lab_s_own_check_names_the_step_that_failed
     def config(**variables) -> dict:
         return from_environment({"KAFKA_BOOTSTRAP_SERVERS": secured.secured, **variables}).client_config()
 
-    def sasl(secret: str, ca: str, mechanism: str = MECHANISM) -> dict:
-        return config(KAFKA_SECURITY_PROTOCOL="SASL_SSL", KAFKA_SASL_MECHANISM=mechanism,
-                      KAFKA_SASL_JAAS_CONFIG=f'{JAAS} username="{USER}" password="{secret}";',
-                      KAFKA_SSL_TRUSTSTORE_CERTIFICATES=ca)
+    def sasl(secret: str, ca: str, mechanism: str = MECHANISM) -> dict:  # the user's settings, as KAFKA_ variables
+        return from_environment({**user_env(secured, tmp_path, secret, ca, file=False),
+                                 "KAFKA_SASL_MECHANISM": mechanism}).client_config()
 
     wrong = sasl("not-" + secured.password, secured.ca_pem)
     assert [login_check(secured.secured, wrong) for _ in range(5)] == [
